@@ -1,0 +1,161 @@
+// The agent.* config: one schema (schema/config.schema.json) for its keys, defaults and bounds; read at boot
+// from Harper's config, then AGENT_<KEY> env vars, then --AGENT_<KEY> flags; changed at run time by set_agent_config.
+import { readFileSync } from 'node:fs';
+import AjvModule from 'ajv';
+
+const Ajv = AjvModule.default ?? AjvModule;
+
+export const CONFIG_SCHEMA = JSON.parse(
+  readFileSync(new URL('../../schema/config.schema.json', import.meta.url), 'utf8')
+) as { properties: Record<string, { type: string; default?: unknown; minimum?: number; maximum?: number }> };
+
+export interface AgentConfig {
+  provider: string;
+  model?: string;
+  maxTurns: number;
+  maxToolResultBytes: number;
+  autoApprove: boolean;
+  maxTokens: number;
+  apiKey?: string;
+  baseUrl?: string;
+  region?: string;
+  requestTimeoutMs: number;
+  maxRetries: number;
+  contextWindowTokens?: number;
+}
+
+export const CONFIG_KEYS = Object.keys(CONFIG_SCHEMA.properties) as (keyof AgentConfig)[];
+
+function bounds(key: keyof AgentConfig) {
+  const p = CONFIG_SCHEMA.properties[key]!;
+  return { default: p.default as number, min: p.minimum as number, max: p.maximum as number };
+}
+/** The cap's bounds, from the schema: the one definition boot and set_agent_config share. */
+export const MAX_TOOL_RESULT_BYTES = bounds('maxToolResultBytes');
+
+export function defaultConfig(): AgentConfig {
+  const config: Record<string, unknown> = {};
+  for (const key of CONFIG_KEYS) {
+    const d = CONFIG_SCHEMA.properties[key]!.default;
+    if (d !== undefined) config[key] = d;
+  }
+  return config as unknown as AgentConfig;
+}
+
+const strictAjv = new Ajv({ allErrors: true, useDefaults: false });
+const coercingAjv = new Ajv({ allErrors: true, coerceTypes: true, useDefaults: false });
+const validateStrict = strictAjv.compile(CONFIG_SCHEMA);
+const validateCoercing = coercingAjv.compile(CONFIG_SCHEMA);
+
+function describeProblem(key: string, errors: { keyword: string; message?: string; params?: Record<string, unknown> }[]): string {
+  const p = CONFIG_SCHEMA.properties[key];
+  if (!p) return `agent.${key} is not a known key (known: ${CONFIG_KEYS.join(', ')})`;
+  const range = p.minimum !== undefined ? ` from ${p.minimum} to ${p.maximum}` : '';
+  const e = errors[0];
+  if (e?.keyword === 'enum') return `agent.${key} must be one of ${(e.params?.allowedValues as unknown[]).join(', ')}`;
+  if (p.type === 'integer') return `agent.${key} must be an integer${range}`;
+  if (p.type === 'boolean') return `agent.${key} must be true or false`;
+  return `agent.${key} ${e?.message ?? 'is invalid'}`;
+}
+
+/** Checks one key and its value; returns the (coerced, for env/CLI text) value or a problem naming the key. */
+export function checkConfigValue(
+  key: string,
+  value: unknown,
+  coerce: boolean
+): { ok: true; value: unknown } | { ok: false; problem: string } {
+  if (!(key in CONFIG_SCHEMA.properties)) return { ok: false, problem: describeProblem(key, []) };
+  const holder: Record<string, unknown> = { [key]: value };
+  const validate = coerce ? validateCoercing : validateStrict;
+  if (validate(holder)) return { ok: true, value: holder[key] };
+  return { ok: false, problem: describeProblem(key, (validate.errors ?? []) as never) };
+}
+
+/** Maps any spelling of a key (maxToolResultBytes, MAXTOOLRESULTBYTES) to the schema's own. */
+function canonicalKey(name: string): string | undefined {
+  const lower = name.toLowerCase();
+  return CONFIG_KEYS.find((k) => k.toLowerCase() === lower);
+}
+
+export interface Warn {
+  (message: string): void;
+}
+
+/** Reads the `--AGENT_<KEY> value` and `--AGENT_<KEY>=value` flags. */
+export function cliAgentFlags(argv: readonly string[]): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (let i = 0; i < argv.length; i++) {
+    const m = /^--AGENT_([A-Za-z0-9_]+)(?:=(.*))?$/.exec(argv[i]!);
+    if (!m) continue;
+    if (m[2] !== undefined) out[m[1]!] = m[2];
+    else if (i + 1 < argv.length) out[m[1]!] = argv[++i]!;
+  }
+  return out;
+}
+
+/**
+ * Boot config: Harper's `agent:` block, then env, then CLI, each key validated on its own. An invalid value is
+ * logged naming the key, the value and what is used instead; it never stops Harper.
+ */
+export function loadAgentConfig(
+  harperAgentBlock: unknown,
+  env: NodeJS.ProcessEnv,
+  argv: readonly string[],
+  warn: Warn
+): AgentConfig {
+  const config = defaultConfig() as unknown as Record<string, unknown>;
+  const origin: Record<string, string> = {};
+  const apply = (source: string, name: string, value: unknown, coerce: boolean) => {
+    const key = canonicalKey(name);
+    if (!key) {
+      warn(`harper-agent: ignoring unknown config key ${source === 'harperdb-config.yaml' ? `agent.${name}` : name} from ${source}`);
+      return;
+    }
+    const checked = checkConfigValue(key, value, coerce);
+    if (checked.ok) {
+      config[key] = checked.value;
+      origin[key] = source;
+    } else {
+      const inForce = config[key] === undefined ? 'unset' : JSON.stringify(config[key]);
+      const from = origin[key] ? `from ${origin[key]}` : 'the default';
+      warn(`harper-agent: invalid agent.${key} ${JSON.stringify(value)} from ${source} (${checked.problem}); using ${inForce} (${from})`);
+    }
+  };
+  if (harperAgentBlock && typeof harperAgentBlock === 'object') {
+    for (const [name, value] of Object.entries(harperAgentBlock)) apply('harperdb-config.yaml', name, value, true);
+  }
+  for (const [name, value] of Object.entries(env)) {
+    const m = /^AGENT_([A-Z0-9_]+)$/.exec(name);
+    if (m && value !== undefined) apply(`env ${name}`, m[1]!, value, true);
+  }
+  for (const [name, value] of Object.entries(cliAgentFlags(argv))) apply(`flag --AGENT_${name}`, name, value, true);
+  return config as unknown as AgentConfig;
+}
+
+/**
+ * A set_agent_config change: every key checked strictly (no coercion), all or nothing.
+ * Returns the problems, one per bad key, or the merged config.
+ */
+export function applyConfigChange(
+  current: AgentConfig,
+  change: Record<string, unknown>
+): { ok: true; config: AgentConfig } | { ok: false; problems: string[] } {
+  const next = { ...current } as unknown as Record<string, unknown>;
+  const problems: string[] = [];
+  for (const [key, value] of Object.entries(change)) {
+    if (value === null && key in CONFIG_SCHEMA.properties && CONFIG_SCHEMA.properties[key]!.default === undefined) {
+      delete next[key]; // optional keys can be unset
+      continue;
+    }
+    const checked = checkConfigValue(key, value, false);
+    if (checked.ok) next[key] = checked.value;
+    else problems.push(checked.problem);
+  }
+  return problems.length ? { ok: false, problems } : { ok: true, config: next as unknown as AgentConfig };
+}
+
+/** The config as an operator may see it: the API key is never echoed. */
+export function publicConfig(config: AgentConfig): Record<string, unknown> {
+  const { apiKey, ...rest } = config;
+  return { ...rest, ...(apiKey ? { apiKey: '(set)' } : {}) };
+}

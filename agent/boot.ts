@@ -1,0 +1,56 @@
+// The component's entry, loaded by Harper (config.yaml jsResource): reads agent.* config, fixes the tool scopes,
+// registers the embedded backend and serves the agent's operations on the operations API port.
+import path from 'node:path';
+import { localBackend } from '../resources/models/localBackend.js';
+import { Models } from '../resources/models/models.js';
+import { loadAgentConfig, type AgentConfig } from './agent.js';
+import { operationsListener } from './http.js';
+import { recoverInterruptedRuns } from './loop.js';
+import { createOperations } from './operations.js';
+import { SessionStore, type SessionTable } from './session.js';
+import { createToolRegistry, defaultTools } from './tools/index.js';
+import type { Scopes } from './tools/scopes.js';
+
+interface HarperGlobals {
+  server: {
+    config: Record<string, any>;
+    http(listener: unknown, options: Record<string, unknown>): void;
+  };
+  databases: Record<string, Record<string, unknown>>;
+  logger: { warn(message: string): void; info(message: string): void; error(message: string): void };
+}
+const { server, databases, logger } = globalThis as unknown as HarperGlobals;
+
+const harper = server.config;
+const rootPath: string = harper.rootPath;
+let config: AgentConfig = loadAgentConfig(harper.agent, process.env, process.argv, (m) => logger.warn(m));
+
+const scopes: Scopes = {
+  components: harper.componentsRoot ?? path.join(rootPath, 'components'),
+  logs: harper.logging?.root ?? path.join(rootPath, 'log'),
+  config: process.env.HDB_CONFIG ?? path.join(rootPath, 'harperdb-config.yaml'),
+  rootPath,
+};
+
+Models.register(localBackend);
+const store = new SessionStore(() => databases.agent!.AgentSession as unknown as SessionTable);
+const operations = createOperations({
+  store,
+  tools: createToolRegistry(defaultTools),
+  scopes,
+  config: () => config,
+  setConfig: (next) => {
+    config = next;
+  },
+  log: (m) => logger.warn(m),
+});
+
+const network = harper.operationsApi?.network ?? {};
+const port = network.port ?? undefined;
+const securePort = port ? undefined : network.securePort;
+server.http(operationsListener(operations, (m) => logger.error(m)), { port, securePort });
+
+recoverInterruptedRuns(store).then(
+  (n) => n && logger.warn(`harper-agent: marked ${n} run(s) interrupted by a restart as error`),
+  (error) => logger.warn(`harper-agent: could not check for interrupted runs: ${error}`)
+);

@@ -1,0 +1,98 @@
+// Serves the agent's operations on Harper's operations API port: peeks the JSON body of each POST, answers the
+// agent's operations, and hands every other request to Harper untouched (the peeked bytes are put back).
+import type { Readable } from 'node:stream';
+import { errorInfo } from '../resources/models/agentLoop.js';
+import { checkInput, HttpError, type User } from './operations.js';
+
+/** Largest body an agent operation accepts; larger bodies are peeked only far enough to answer 413. */
+export const MAX_AGENT_BODY_BYTES = 1024 * 1024;
+const PEEK_BYTES_OF_LARGE_BODY = 64 * 1024;
+
+interface HarperRequest {
+  method?: string;
+  headers: { get?(name: string): string | null | undefined } & Record<string, unknown>;
+  user?: User;
+  _nodeRequest?: Readable;
+}
+
+interface HarperResponse {
+  status: number;
+  headers: Record<string, string>;
+  body: string;
+}
+
+type Operations = Record<string, { schema: Record<string, unknown>; handle(input: Record<string, unknown>, user: User): Promise<unknown> }>;
+
+function header(request: HarperRequest, name: string): string | undefined {
+  const value = request.headers.get ? request.headers.get(name) : (request.headers[name] as string | undefined);
+  return value ?? undefined;
+}
+
+/** Reads exactly `n` bytes (or what there is before the end) without consuming past them. */
+function readExactly(stream: Readable, n: number): Promise<Buffer | null> {
+  return new Promise((resolve, reject) => {
+    const done = (value: Buffer | null, error?: unknown) => {
+      stream.off('readable', attempt);
+      stream.off('end', onEnd);
+      stream.off('error', onError);
+      if (error) reject(error);
+      else resolve(value);
+    };
+    const attempt = () => {
+      const chunk = stream.read(n) as Buffer | null;
+      if (chunk !== null) done(chunk);
+    };
+    const onEnd = () => done((stream.read() as Buffer | null) ?? null);
+    const onError = (error: unknown) => done(null, error);
+    stream.on('readable', attempt);
+    stream.on('end', onEnd);
+    stream.on('error', onError);
+    attempt();
+  });
+}
+
+export function json(status: number, payload: unknown): HarperResponse {
+  return { status, headers: { 'content-type': 'application/json' }, body: JSON.stringify(payload) };
+}
+
+const OPERATION_FIELD = /"operation"\s*:\s*"([A-Za-z_]+)"/;
+
+export function operationsListener(operations: Operations, log: (message: string) => void) {
+  return async (request: HarperRequest, next: (request: HarperRequest) => unknown) => {
+    const stream = request._nodeRequest;
+    const length = Number(header(request, 'content-length'));
+    if (request.method !== 'POST' || !stream || !Number.isInteger(length) || length <= 0) return next(request);
+    const peek = await readExactly(stream, Math.min(length, length > MAX_AGENT_BODY_BYTES ? PEEK_BYTES_OF_LARGE_BODY : length));
+    if (!peek) return next(request);
+    if (length > MAX_AGENT_BODY_BYTES) {
+      const name = OPERATION_FIELD.exec(peek.toString('latin1', 0, peek.length))?.[1];
+      if (name && name in operations) {
+        return json(413, { error: `request body is ${length} bytes; agent operations accept at most ${MAX_AGENT_BODY_BYTES}` });
+      }
+      stream.unshift(peek);
+      return next(request);
+    }
+    let input: unknown;
+    try {
+      input = JSON.parse(peek.toString('utf8'));
+    } catch {
+      input = undefined;
+    }
+    const name = (input as { operation?: unknown } | undefined)?.operation;
+    if (typeof name !== 'string' || !Object.hasOwn(operations, name) || typeof input !== 'object' || Array.isArray(input)) {
+      stream.unshift(peek);
+      return next(request);
+    }
+    const op = operations[name]!;
+    try {
+      if (!request.user) throw new HttpError(401, 'authentication required: send Basic credentials or an operation token');
+      if (request.user.role?.permission?.super_user !== true) throw new HttpError(403, `${name} needs a super_user role`);
+      checkInput(op, input as Record<string, unknown>);
+      return json(200, await op.handle(input as Record<string, unknown>, request.user));
+    } catch (error) {
+      if (error instanceof HttpError) return json(error.status, { error: error.message });
+      log(`harper-agent: ${name} failed: ${errorInfo(error)}`);
+      return json(500, { error: `${name} failed: ${errorInfo(error)}` });
+    }
+  };
+}

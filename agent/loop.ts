@@ -1,0 +1,289 @@
+// The run loop: owns a run from prompt to its end status. Every tool call goes through invokeTool, every
+// observation through capObservation, every session change through the store's locked mutator (guarded by the
+// run's token, so nothing is written once a run is cancelled).
+import { randomUUID } from 'node:crypto';
+import { threadId } from 'node:worker_threads';
+import { errorInfo, toolResultText, truncateWithMarker } from '../resources/models/agentLoop.js';
+import { isAbortError, isModelError } from '../resources/models/backendHelpers.js';
+import { Models } from '../resources/models/models.js';
+import type { GenerateOutput, Message, ModelBackend, ToolCall, ToolMessage } from '../resources/models/types.js';
+import type { AgentConfig } from './agent.js';
+import { RunSupersededError, type RunGuard, type Session, type SessionStore } from './session.js';
+import { SYSTEM_PROMPT } from './systemPrompt.js';
+import type { ToolRegistry } from './tools/index.js';
+import type { Scopes } from './tools/scopes.js';
+import type { ToolContext } from './tools/types.js';
+
+export interface LoopDeps {
+  store: SessionStore;
+  tools: ToolRegistry;
+  scopes: Scopes;
+  /** The config in force; read once when a run starts. */
+  config: () => AgentConfig;
+  log?: (message: string) => void;
+}
+
+/** A run's end that the operator can act on: becomes lastError. */
+export class RunError extends Error {}
+
+export const CONTEXT_ADVICE = 'shorten the prompt, or start a new session';
+
+// ------------------------------------------------------------------------------------------------------------
+// Observations
+
+/** The one seam every observation passes: a tool result, error or refusal becomes a tool message within the cap. */
+export function capObservation(call: ToolCall, value: unknown, isError: boolean, maxBytes: number, advice?: string): ToolMessage {
+  const full = toolResultText(value);
+  const content = truncateWithMarker(full, maxBytes, advice);
+  const message: ToolMessage = { role: 'tool', toolCallId: call.id, name: call.name, content };
+  if (isError) message.isError = true;
+  if (content !== full) message.cut = 'cap';
+  return message;
+}
+
+/** Runs one tool call: unknown tools, bad arguments and thrown errors all come back as capped error observations. */
+export async function invokeTool(tools: ToolRegistry, call: ToolCall, ctx: ToolContext): Promise<ToolMessage> {
+  const tool = tools.get(call.name);
+  if (!tool) {
+    return capObservation(call, { error: `unknown tool ${JSON.stringify(call.name)}; the tools are ${tools.names().join(', ')}` }, true, ctx.maxResultBytes);
+  }
+  const problem = tools.validate(tool, call.arguments);
+  if (problem) return capObservation(call, { error: problem }, true, ctx.maxResultBytes, tool.advice);
+  try {
+    const value = await tool.handler(call.arguments, ctx);
+    return capObservation(call, value, false, ctx.maxResultBytes, tool.advice);
+  } catch (error) {
+    if (isAbortError(error, ctx.signal)) throw error;
+    return capObservation(call, { error: errorInfo(error) }, true, ctx.maxResultBytes, tool.advice);
+  }
+}
+
+// ------------------------------------------------------------------------------------------------------------
+// One model call, with the context-window recovery
+
+export interface TurnRequest {
+  backend: ModelBackend;
+  model: string;
+  config: AgentConfig;
+  guard: RunGuard;
+  signal: AbortSignal;
+}
+
+function buildInput(deps: LoopDeps, session: Session, req: TurnRequest) {
+  return {
+    system: SYSTEM_PROMPT,
+    messages: session.messages,
+    tools: deps.tools.specs(),
+    model: req.model,
+    maxTokens: req.config.maxTokens,
+  };
+}
+
+/**
+ * One model call. A context-window rejection cuts the newest group of large tool results to 2 KiB heads
+ * (persisted) and retries once; nothing left to cut, or a second rejection, ends the run with what to do.
+ */
+export async function generateTurn(deps: LoopDeps, id: string, req: TurnRequest): Promise<GenerateOutput> {
+  const session = (await deps.store.get(id))!;
+  try {
+    return await req.backend.generate(buildInput(deps, session, req), req.signal);
+  } catch (error) {
+    if (!isModelError(error) || !error.contextWindowExceeded || req.signal.aborted) throw error;
+    deps.log?.(`harper-agent: session ${id}: ${error.message}; cutting the newest tool results and retrying once`);
+    const cut = await deps.store.shrinkNewestToolResults(id, req.guard);
+    if (cut === 0) {
+      throw new RunError(
+        `The conversation is longer than the model's context window and no tool result is left to cut (${error.message}). To continue: ${CONTEXT_ADVICE}.`
+      );
+    }
+    if (req.signal.aborted) throw new DOMException('cancelled', 'AbortError');
+    const shrunk = (await deps.store.get(id))!;
+    try {
+      return await req.backend.generate(buildInput(deps, shrunk, req), req.signal);
+    } catch (retryError) {
+      if (isModelError(retryError) && retryError.contextWindowExceeded && !req.signal.aborted) {
+        throw new RunError(
+          `The conversation is still longer than the model's context window after cutting ${cut} tool result(s) to 2 KiB (${retryError.message}). To continue: ${CONTEXT_ADVICE}.`
+        );
+      }
+      throw retryError;
+    }
+  }
+}
+
+// ------------------------------------------------------------------------------------------------------------
+// Runs
+
+interface ActiveRun {
+  controller: AbortController;
+  runner: string;
+  done: Promise<void>;
+}
+
+const active = new Map<string, ActiveRun>();
+
+export function newRunner(): string {
+  return `${process.pid}:${threadId}:${randomUUID()}`;
+}
+
+/** Is a runner token from this process (so its run may still be alive), as opposed to one cut off by a restart? */
+export function runnerIsFromThisProcess(runner: string | null): boolean {
+  return !!runner && runner.startsWith(`${process.pid}:`);
+}
+
+export function activeRun(id: string): ActiveRun | undefined {
+  return active.get(id);
+}
+
+/** Tool calls of the newest assistant message that have no result yet (in order). */
+export function unansweredToolCalls(messages: readonly Message[]): ToolCall[] {
+  for (let i = messages.length - 1; i >= 0; i--) {
+    const m = messages[i]!;
+    if (m.role === 'assistant') {
+      const answered = new Set(messages.slice(i + 1).flatMap((r) => (r.role === 'tool' ? [r.toolCallId] : [])));
+      return (m.toolCalls ?? []).filter((c) => !answered.has(c.id));
+    }
+    if (m.role === 'user') return [];
+  }
+  return [];
+}
+
+function modelCallsSincePrompt(messages: readonly Message[]): number {
+  let n = 0;
+  for (let i = messages.length - 1; i >= 0 && messages[i]!.role !== 'user'; i--) if (messages[i]!.role === 'assistant') n++;
+  return n;
+}
+
+export interface Resume {
+  toolCallId: string;
+  approved: boolean;
+}
+
+/** Starts a run on a session already marked running with `runner` (agent_prompt or approve_agent_action did). */
+export function startRun(deps: LoopDeps, id: string, runner: string, resume?: Resume): ActiveRun {
+  const controller = new AbortController();
+  const run: ActiveRun = { controller, runner, done: Promise.resolve() };
+  run.done = runSession(deps, id, { runner }, controller.signal, resume).finally(() => {
+    if (active.get(id) === run) active.delete(id);
+  });
+  active.set(id, run);
+  return run;
+}
+
+function cutShort(out: GenerateOutput, config: AgentConfig): string | null {
+  switch (out.finishReason) {
+    case 'length':
+      return `The model's answer was cut short at agent.maxTokens (${config.maxTokens}) tokens. Raise agent.maxTokens, or ask for less in one prompt.`;
+    case 'content_filter':
+      return "The provider's content filter stopped the model's answer. Rephrase the prompt.";
+    case 'invalid_tool_call':
+      return `The model produced a tool call that could not be parsed${out.detail ? ` (${out.detail})` : ''}. Send the prompt again.`;
+  }
+  if (!out.text.trim() && out.toolCalls.length === 0) return 'The model returned an empty answer. Send the prompt again, or rephrase it.';
+  return null;
+}
+
+async function runSession(deps: LoopDeps, id: string, guard: RunGuard, signal: AbortSignal, resume?: Resume): Promise<void> {
+  const config = deps.config();
+  const finish = async (status: 'completed' | 'error', lastError: string | null) => {
+    if (signal.aborted) return; // cancel_agent_run wrote 'aborted'; nothing more is written
+    await deps.store.setStatus(id, status, lastError, guard);
+  };
+  try {
+    const registration = Models.get(config.provider);
+    if (!registration) {
+      throw new RunError(`agent.provider ${JSON.stringify(config.provider)} is not registered (available: ${Models.providers().join(', ') || 'none'}). Set agent.provider to one of them.`);
+    }
+    const model = config.model ?? registration.defaultModel;
+    const backend = registration.create({
+      model,
+      apiKey: config.apiKey,
+      baseUrl: config.baseUrl,
+      region: config.region,
+      requestTimeoutMs: config.requestTimeoutMs,
+      maxRetries: config.maxRetries,
+    });
+    const ctx: ToolContext = { scopes: deps.scopes, maxResultBytes: config.maxToolResultBytes, signal };
+    const req: TurnRequest = { backend, model, config, guard, signal };
+    let session = (await deps.store.get(id))!;
+    for (;;) {
+      if (signal.aborted) return;
+      const pending = unansweredToolCalls(session.messages);
+      if (pending.length > 0) {
+        for (const call of pending) {
+          const tool = deps.tools.get(call.name);
+          let observation: ToolMessage;
+          if (resume?.toolCallId === call.id) {
+            observation = resume.approved
+              ? await invokeTool(deps.tools, call, ctx)
+              : capObservation(call, { error: `the operator denied ${call.name}; do not retry it unless asked` }, true, ctx.maxResultBytes);
+            resume = undefined;
+          } else if (tool?.destructive && !config.autoApprove) {
+            await deps.store.mutate(
+              id,
+              (s) => {
+                s.status = 'awaiting_approval';
+                s.runner = null;
+                s.pendingApprovals = [{ approval_id: randomUUID(), toolCallId: call.id, name: call.name, arguments: call.arguments, createdAt: Date.now() }];
+              },
+              guard
+            );
+            return;
+          } else {
+            observation = await invokeTool(deps.tools, call, ctx);
+          }
+          if (signal.aborted) return;
+          session = await deps.store.append(id, [observation], guard);
+        }
+        continue;
+      }
+      if (modelCallsSincePrompt(session.messages) >= config.maxTurns) {
+        throw new RunError(`The run reached agent.maxTurns (${config.maxTurns}) model calls before the model answered. Raise agent.maxTurns, or ask for less in one prompt.`);
+      }
+      const out = await generateTurn(deps, id, req);
+      if (signal.aborted) return;
+      const problem = cutShort(out, config);
+      if (problem) return await finish('error', problem);
+      const message: Message = { role: 'assistant', content: out.text };
+      if (out.toolCalls.length) message.toolCalls = out.toolCalls;
+      if (out.toolCalls.length === 0) {
+        if (signal.aborted) return;
+        // The answer and 'completed' in one write: a cancel cannot land between them.
+        await deps.store.mutate(
+          id,
+          (s) => {
+            s.messages.push({ ...message, at: Date.now() });
+            s.status = 'completed';
+            s.lastError = null;
+            s.runner = null;
+          },
+          guard
+        );
+        return;
+      }
+      session = await deps.store.append(id, [message], guard);
+    }
+  } catch (error) {
+    if (error instanceof RunSupersededError || isAbortError(error, signal)) return;
+    deps.log?.(`harper-agent: session ${id} ended with an error: ${errorInfo(error)}`);
+    await finish('error', errorInfo(error)).catch(() => undefined);
+  }
+}
+
+/** Marks runs that a restart cut off (their runner is from another process) as error, so none stays running. */
+export async function recoverInterruptedRuns(store: SessionStore): Promise<number> {
+  let recovered = 0;
+  for (const s of await store.list(Number.MAX_SAFE_INTEGER)) {
+    if (s.status !== 'running' || runnerIsFromThisProcess(s.runner)) continue;
+    await store
+      .mutate(s.session_id, (row) => {
+        if (row.status !== 'running' || runnerIsFromThisProcess(row.runner)) return;
+        row.status = 'error';
+        row.lastError = 'The run was interrupted by a Harper restart. Send a new prompt to continue the session.';
+        row.runner = null;
+        recovered++;
+      })
+      .catch(() => undefined);
+  }
+  return recovered;
+}

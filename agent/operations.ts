@@ -1,0 +1,178 @@
+// The agent's operations, answered on Harper's operations API (agent/http.ts routes them here). Each is its input
+// schema and its handler; errors carry the HTTP status the operator gets.
+import AjvModule from 'ajv';
+import { applyConfigChange, publicConfig, type AgentConfig } from './agent.js';
+import { activeRun, newRunner, startRun, type LoopDeps } from './loop.js';
+import { Models } from '../resources/models/models.js';
+import { sessionBytes, SessionNotFoundError, type Session } from './session.js';
+
+const Ajv = AjvModule.default ?? AjvModule;
+
+export class HttpError extends Error {
+  constructor(readonly status: number, message: string) {
+    super(message);
+  }
+}
+
+export interface OperationsDeps extends LoopDeps {
+  setConfig(config: AgentConfig): void;
+}
+
+export interface User {
+  username?: string;
+  role?: { permission?: { super_user?: boolean } };
+}
+
+/** Largest agent_prompt message, in UTF-8 bytes. */
+export const MAX_MESSAGE_BYTES = 256 * 1024;
+const sessionId = { type: 'string', minLength: 1, maxLength: 128, pattern: '^[A-Za-z0-9._:-]+$' };
+
+interface Operation {
+  schema: Record<string, unknown>;
+  handle(input: Record<string, unknown>, user: User): Promise<unknown>;
+}
+
+function object(properties: Record<string, unknown>, required: string[] = []) {
+  return { type: 'object', properties: { operation: { type: 'string' }, ...properties }, required, additionalProperties: false };
+}
+
+function sessionView(s: Session) {
+  return { ...s, messageCount: s.messages.length, bytes: sessionBytes(s) };
+}
+
+function summary(s: Session) {
+  const { messages, pendingApprovals, ...rest } = s;
+  return { ...rest, messageCount: messages.length, bytes: sessionBytes(s), pendingApprovals: pendingApprovals.length };
+}
+
+export function createOperations(deps: OperationsDeps): Record<string, Operation> {
+  const { store } = deps;
+  const mustGet = async (id: string) => {
+    const s = await store.get(id);
+    if (!s) throw new HttpError(404, `session ${JSON.stringify(id)} not found`);
+    return s;
+  };
+
+  return {
+    agent_prompt: {
+      schema: object({ message: { type: 'string', minLength: 1 }, session_id: sessionId }, ['message']),
+      async handle(input, user) {
+        const message = input.message as string;
+        const bytes = Buffer.byteLength(message);
+        if (bytes > MAX_MESSAGE_BYTES) throw new HttpError(413, `message is ${bytes} bytes; agent_prompt accepts at most ${MAX_MESSAGE_BYTES}`);
+        const config = deps.config();
+        const registration = Models.get(config.provider);
+        if (!registration) {
+          throw new HttpError(503, `agent.provider ${JSON.stringify(config.provider)} is not registered (available: ${Models.providers().join(', ')}); set agent.provider with set_agent_config`);
+        }
+        const id = (input.session_id as string | undefined) ?? (await store.create({ user: user.username ?? null, provider: config.provider, model: config.model ?? registration.defaultModel })).session_id;
+        const runner = newRunner();
+        await store
+          .mutate(id, (s) => {
+            if (s.status === 'running' || s.status === 'awaiting_approval') {
+              throw new HttpError(409, `session ${id} is ${s.status}: wait for it to finish${s.status === 'awaiting_approval' ? ', answer its approval' : ''} or cancel it with cancel_agent_run`);
+            }
+            s.messages.push({ role: 'user', content: message, at: Date.now() });
+            s.status = 'running';
+            s.lastError = null;
+            s.runner = runner;
+            s.provider = config.provider;
+            s.model = config.model ?? registration.defaultModel;
+          })
+          .catch((error) => {
+            if (error instanceof SessionNotFoundError) throw new HttpError(404, error.message);
+            throw error;
+          });
+        startRun(deps, id, runner);
+        return { session_id: id, status: 'running' };
+      },
+    },
+
+    get_agent_session: {
+      schema: object({ session_id: sessionId }, ['session_id']),
+      async handle(input) {
+        return sessionView(await mustGet(input.session_id as string));
+      },
+    },
+
+    list_agent_sessions: {
+      schema: object({ limit: { type: 'integer', minimum: 1, maximum: 1000 } }),
+      async handle(input) {
+        return (await store.list((input.limit as number | undefined) ?? 50)).map(summary);
+      },
+    },
+
+    cancel_agent_run: {
+      schema: object({ session_id: sessionId }, ['session_id']),
+      async handle(input) {
+        const id = input.session_id as string;
+        await mustGet(id);
+        const session = await store.mutate(id, (s) => {
+          if (s.status !== 'running' && s.status !== 'awaiting_approval') throw new HttpError(409, `session ${id} is ${s.status}: there is no run to cancel`);
+          s.status = 'aborted';
+          s.lastError = 'Cancelled with cancel_agent_run.';
+          s.runner = null;
+          s.pendingApprovals = [];
+        });
+        // A run on another worker thread has no handle here: its next write finds the session aborted and stops.
+        activeRun(id)?.controller.abort();
+        return { session_id: id, status: session.status };
+      },
+    },
+
+    approve_agent_action: {
+      schema: object({ session_id: sessionId, approval_id: { type: 'string', minLength: 1, maxLength: 128 }, approved: { type: 'boolean' } }, ['session_id', 'approval_id', 'approved']),
+      async handle(input) {
+        const id = input.session_id as string;
+        await mustGet(id);
+        const runner = newRunner();
+        let toolCallId = '';
+        await store.mutate(id, (s) => {
+          if (s.status !== 'awaiting_approval') throw new HttpError(409, `session ${id} is ${s.status}: it is not waiting for an approval`);
+          const pending = s.pendingApprovals.find((p) => p.approval_id === input.approval_id);
+          if (!pending) throw new HttpError(404, `approval ${JSON.stringify(input.approval_id)} is not pending on session ${id}`);
+          toolCallId = pending.toolCallId;
+          s.pendingApprovals = s.pendingApprovals.filter((p) => p !== pending);
+          s.status = 'running';
+          s.runner = runner;
+        });
+        startRun(deps, id, runner, { toolCallId, approved: input.approved as boolean });
+        return { session_id: id, status: 'running', approved: input.approved };
+      },
+    },
+
+    get_agent_config: {
+      schema: object({}),
+      async handle() {
+        return publicConfig(deps.config());
+      },
+    },
+
+    set_agent_config: {
+      // Keys are checked by applyConfigChange against schema/config.schema.json, all or nothing.
+      schema: { type: 'object', properties: { operation: { type: 'string' } } },
+      async handle(input) {
+        const { operation: _op, ...change } = input;
+        if (Object.keys(change).length === 0) throw new HttpError(400, 'set_agent_config needs at least one agent.* key to change');
+        const applied = applyConfigChange(deps.config(), change);
+        if (!applied.ok) throw new HttpError(400, applied.problems.join('; '));
+        deps.setConfig(applied.config);
+        return publicConfig(applied.config);
+      },
+    },
+  };
+}
+
+const ajv = new Ajv({ allErrors: false, strict: false });
+const validators = new WeakMap<Operation, ReturnType<typeof ajv.compile>>();
+
+/** Checks `input` against the operation's schema; the message names the field. */
+export function checkInput(op: Operation, input: Record<string, unknown>): void {
+  let validate = validators.get(op);
+  if (!validate) validators.set(op, (validate = ajv.compile(op.schema)));
+  if (validate(input)) return;
+  const e = validate.errors![0]!;
+  const field = e.keyword === 'required' ? (e.params as { missingProperty: string }).missingProperty : e.keyword === 'additionalProperties' ? (e.params as { additionalProperty: string }).additionalProperty : e.instancePath.slice(1);
+  const what = e.keyword === 'required' ? 'is required' : e.keyword === 'additionalProperties' ? 'is not a known field' : e.message;
+  throw new HttpError(400, `${input.operation}: "${field}" ${what}`);
+}

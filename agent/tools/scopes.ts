@@ -1,0 +1,157 @@
+// The filesystem scopes the tools may touch, fixed at boot, and the one path check every fs tool goes through.
+import { constants as fsConstants, promises as fs, type Stats } from 'node:fs';
+import path from 'node:path';
+import { ToolError } from './types.js';
+
+export type ScopeName = 'components' | 'logs' | 'config';
+export const SCOPE_NAMES: ScopeName[] = ['components', 'logs', 'config'];
+
+export interface Scopes {
+  /** Harper's components root: the only writable scope. */
+  components: string;
+  /** Harper's log directory, read-only. */
+  logs: string;
+  /** Harper's config file alone, read-only. */
+  config: string;
+  /** Harper's root path: its keys/ and ssh/ directories are never served. */
+  rootPath: string;
+}
+
+export interface ResolvedPath {
+  scope: ScopeName;
+  /** `<scope>/<relative path>` as the model sees it. */
+  display: string;
+  /** The checked absolute path with every symlink resolved; open this one, not the lexical path. */
+  real: string;
+  stats: Stats;
+}
+
+const KEY_FILE = /(\.pem|\.key)$|^\.jwtPass$/i;
+
+export function isKeyFileName(name: string): boolean {
+  return KEY_FILE.test(name);
+}
+
+function within(parent: string, child: string): boolean {
+  const rel = path.relative(parent, child);
+  return rel === '' || (!rel.startsWith('..') && !path.isAbsolute(rel));
+}
+
+async function realOrSelf(p: string): Promise<string> {
+  try {
+    return await fs.realpath(p);
+  } catch {
+    return path.resolve(p);
+  }
+}
+
+/** Is this absolute path inside Harper's key directories, lexically or once resolved? */
+export async function isKeyDirectoryPath(scopes: Scopes, absolute: string): Promise<boolean> {
+  const roots = [path.resolve(scopes.rootPath), await realOrSelf(scopes.rootPath)];
+  return roots.some((root) => within(path.join(root, 'keys'), absolute) || within(path.join(root, 'ssh'), absolute));
+}
+
+/** The checks on the text of a path, before it touches the filesystem. */
+export function checkRelativePath(relative: string): string {
+  if (relative.includes('\0')) throw new ToolError('path must not contain NUL bytes');
+  if (relative.includes('\\')) throw new ToolError(`path ${JSON.stringify(relative)} uses "\\": use "/" as the separator`);
+  if (relative.startsWith('/') || /^[A-Za-z]:/.test(relative)) {
+    throw new ToolError(`path ${JSON.stringify(relative)} is absolute: give a path relative to the scope's root`);
+  }
+  if (Buffer.byteLength(relative) > 4096) throw new ToolError('path is longer than 4096 bytes');
+  const parts = relative.split('/').filter((p) => p !== '' && p !== '.');
+  if (parts.includes('..')) throw new ToolError(`path ${JSON.stringify(relative)} contains "..": paths may not leave the scope`);
+  return parts.join('/');
+}
+
+export interface ResolveOptions {
+  write?: boolean;
+  /** For write_file: the target may not exist yet. */
+  mayNotExist?: boolean;
+}
+
+/**
+ * Resolves `root` + `relative` to a real path inside the scope, refusing escapes (.., absolute paths, symlinks
+ * out of scope or dangling), writes outside `components`, and key material (Harper's keys/ and ssh/
+ * directories, *.pem, *.key, .jwtPass).
+ */
+export async function resolveScoped(
+  scopes: Scopes,
+  root: unknown,
+  relativeInput: unknown,
+  options: ResolveOptions = {}
+): Promise<ResolvedPath & { exists: boolean }> {
+  if (typeof root !== 'string' || !SCOPE_NAMES.includes(root as ScopeName)) {
+    throw new ToolError(`root must be one of ${SCOPE_NAMES.join(', ')}`);
+  }
+  const scope = root as ScopeName;
+  if (options.write && scope !== 'components') {
+    throw new ToolError(`the ${scope} scope is read-only: only root "components" can be written`);
+  }
+  const relative = checkRelativePath(typeof relativeInput === 'string' ? relativeInput : '');
+  let lexical: string;
+  let scopeBase: string;
+  if (scope === 'config') {
+    const name = path.basename(scopes.config);
+    if (relative !== '' && relative !== name) {
+      throw new ToolError(`the config scope holds only ${name}: pass path "${name}" or leave it out`);
+    }
+    lexical = scopes.config;
+    scopeBase = scopes.config;
+  } else {
+    scopeBase = scopes[scope];
+    lexical = path.resolve(scopeBase, relative);
+    if (!within(scopeBase, lexical)) throw new ToolError(`path ${JSON.stringify(relative)} leaves the ${scope} scope`);
+  }
+  const display = scope === 'config' ? `config/${path.basename(scopes.config)}` : relative ? `${scope}/${relative}` : `${scope}/`;
+  if (isKeyFileName(path.basename(lexical)) || (await isKeyDirectoryPath(scopes, lexical))) {
+    throw new ToolError(`${display} is key material and is never served`);
+  }
+
+  let real: string;
+  let exists = true;
+  try {
+    real = await fs.realpath(lexical);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code !== 'ENOENT' && code !== 'ENOTDIR') throw new ToolError(`cannot open ${display}: ${code}`);
+    const link = await fs.lstat(lexical).catch(() => undefined);
+    if (link?.isSymbolicLink()) throw new ToolError(`${display} is a dangling symlink`);
+    if (!options.mayNotExist) throw new ToolError(`${display} does not exist`);
+    // A new file: its nearest existing ancestor must resolve inside the scope.
+    let ancestor = path.dirname(lexical);
+    while (!(await fs.lstat(ancestor).catch(() => undefined))) ancestor = path.dirname(ancestor);
+    const realAncestor = await fs.realpath(ancestor);
+    real = path.join(realAncestor, path.relative(ancestor, lexical));
+    exists = false;
+  }
+  const realBase = await realOrSelf(scopeBase);
+  if (!within(realBase, real)) throw new ToolError(`${display} is a symlink that leaves the ${scope} scope`);
+  if (isKeyFileName(path.basename(real)) || (await isKeyDirectoryPath(scopes, real))) {
+    throw new ToolError(`${display} is key material and is never served`);
+  }
+  const stats = exists ? await fs.stat(real) : (undefined as unknown as Stats);
+  return { scope, display, real, stats, exists };
+}
+
+/**
+ * Opens the checked real path without following a symlink swapped in since the check, and refuses it if the file
+ * it opened is not the one that was checked.
+ */
+export async function openChecked(resolved: ResolvedPath): Promise<fs.FileHandle> {
+  if (!resolved.stats.isFile()) throw new ToolError(`${resolved.display} is not a regular file`);
+  let handle: fs.FileHandle;
+  try {
+    handle = await fs.open(resolved.real, fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'ELOOP') throw new ToolError(`${resolved.display} changed into a symlink while it was checked`);
+    throw new ToolError(`cannot open ${resolved.display}: ${code ?? error}`);
+  }
+  const opened = await handle.stat();
+  if (opened.ino !== resolved.stats.ino || opened.dev !== resolved.stats.dev) {
+    await handle.close();
+    throw new ToolError(`${resolved.display} changed while it was checked`);
+  }
+  return handle;
+}

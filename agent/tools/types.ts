@@ -1,0 +1,25 @@
+// A tool is its schema, its handler and its result shape in one place (see fsTools.ts). This is the shared shape.
+import type { Scopes } from './scopes.js';
+
+export interface ToolContext {
+  scopes: Scopes;
+  /** agent.maxToolResultBytes in force for this run: tools size their pages from it. */
+  maxResultBytes: number;
+  signal: AbortSignal;
+}
+
+export interface Tool {
+  name: string;
+  description: string;
+  parameters: Record<string, unknown>;
+  /** Destructive tools pause the run for approve_agent_action unless agent.autoApprove. */
+  destructive?: boolean;
+  /** What the cap's marker tells the model to do when this tool's result is cut. */
+  advice?: string;
+  handler(args: Record<string, unknown>, ctx: ToolContext): Promise<unknown>;
+}
+
+/** A refusal or bad input the model can act on: its message becomes the error observation. */
+export class ToolError extends Error {
+  override readonly name = 'ToolError';
+}

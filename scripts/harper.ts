@@ -1,0 +1,140 @@
+// Boots the harperdb from node_modules with this component (and its sibling backend components) loaded, and
+// stops it by PID. Used by `npm start`, `npm run demo`, the integration harness and the bench.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createServer } from 'node:net';
+import { existsSync, mkdirSync, openSync, copyFileSync, readdirSync, symlinkSync, rmSync, lstatSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+/** The repository root (this file runs from dist/scripts/). */
+export const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+export const DEV_ADMIN = { username: 'admin', password: 'harper-agent' };
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as { port: number };
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+/** Links each backend component (components/<provider>, built into dist/) into Harper's components root. */
+export function installSiblingComponents(rootPath: string): string[] {
+  const componentsRoot = path.join(rootPath, 'components');
+  mkdirSync(componentsRoot, { recursive: true });
+  const installed: string[] = [];
+  const source = path.join(REPO, 'components');
+  for (const provider of existsSync(source) ? readdirSync(source) : []) {
+    const built = path.join(REPO, 'dist', 'components', provider);
+    if (!existsSync(path.join(source, provider, 'config.yaml')) || !existsSync(built)) continue;
+    copyFileSync(path.join(source, provider, 'config.yaml'), path.join(built, 'config.yaml'));
+    const link = path.join(componentsRoot, `harper-agent-${provider}`);
+    if (lstatSync(link, { throwIfNoEntry: false })) rmSync(link, { recursive: true, force: true });
+    symlinkSync(built, link, 'dir');
+    installed.push(provider);
+  }
+  return installed;
+}
+
+export interface HarperOptions {
+  rootPath: string;
+  httpPort: number;
+  opsPort: number;
+  /** Extra env (AGENT_* keys, provider endpoints). */
+  env?: Record<string, string>;
+  /** Extra CLI args after `run <component>` (e.g. --AGENT_MAXTOOLRESULTBYTES 2048). */
+  args?: string[];
+  /** Where Harper's stdout/stderr go: 'inherit' or a file path. */
+  output?: 'inherit' | string;
+  admin?: { username: string; password: string };
+  /** Harper's own defaults mode for a first boot: dev (authorizeLocal on) or prod. */
+  mode?: 'dev' | 'prod';
+}
+
+export interface RunningHarper {
+  process: ChildProcess;
+  pid: number;
+  opsUrl: string;
+  httpUrl: string;
+  rootPath: string;
+  admin: { username: string; password: string };
+  stop(signal?: NodeJS.Signals): Promise<void>;
+}
+
+export function harperEnv(o: HarperOptions): NodeJS.ProcessEnv {
+  const admin = o.admin ?? DEV_ADMIN;
+  return {
+    ...process.env,
+    ROOTPATH: o.rootPath,
+    // Harper keeps a boot-properties file under $HOME/.harperdb naming the last install: a HOME per root keeps
+    // instances (a test's, the operator's) from finding each other's install.
+    HOME: path.join(o.rootPath, '.home'),
+    TC_AGREEMENT: 'yes',
+    HDB_ADMIN_USERNAME: admin.username,
+    HDB_ADMIN_PASSWORD: admin.password,
+    DEFAULTS_MODE: o.mode ?? 'dev',
+    REPLICATION_HOSTNAME: 'localhost',
+    HTTP_PORT: String(o.httpPort),
+    OPERATIONSAPI_NETWORK_PORT: String(o.opsPort),
+    THREADS_DEBUG: 'false',
+    ...o.env,
+  };
+}
+
+export async function startHarper(o: HarperOptions, readyTimeoutMs = 60_000): Promise<RunningHarper> {
+  mkdirSync(o.rootPath, { recursive: true });
+  installSiblingComponents(o.rootPath);
+  const admin = o.admin ?? DEV_ADMIN;
+  // Harper opens these too; give each instance its own so two never collide.
+  const extraPorts = {
+    MQTT_NETWORK_PORT: String(await freePort()),
+    MQTT_NETWORK_SECUREPORT: String(await freePort()),
+    REPLICATION_SECUREPORT: String(await freePort()),
+  };
+  const env = { ...harperEnv(o), ...extraPorts, ...o.env };
+  const out = o.output === undefined || o.output === 'inherit' ? 'inherit' : openSync(o.output, 'a');
+  const child = spawn(process.execPath, [path.join(REPO, 'node_modules/harperdb/bin/harperdb.js'), 'run', REPO, ...(o.args ?? [])], {
+    env,
+    stdio: ['ignore', out, out],
+  });
+  const opsUrl = `http://127.0.0.1:${o.opsPort}/`;
+  const running: RunningHarper = {
+    process: child,
+    pid: child.pid!,
+    opsUrl,
+    httpUrl: `http://127.0.0.1:${o.httpPort}/`,
+    rootPath: o.rootPath,
+    admin,
+    stop: (signal = 'SIGTERM') => stopHarper(child, signal),
+  };
+  const deadline = Date.now() + readyTimeoutMs;
+  const auth = 'Basic ' + Buffer.from(`${admin.username}:${admin.password}`).toString('base64');
+  while (Date.now() < deadline) {
+    if (child.exitCode !== null) throw new Error(`Harper exited with code ${child.exitCode} before it was ready`);
+    try {
+      const res = await fetch(opsUrl, { method: 'POST', headers: { 'content-type': 'application/json', authorization: auth }, body: '{"operation":"get_agent_config"}' });
+      if (res.status === 200) return running;
+    } catch {
+      // not listening yet
+    }
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  await running.stop('SIGKILL');
+  throw new Error(`Harper was not ready on ${opsUrl} within ${readyTimeoutMs} ms`);
+}
+
+/** Stops Harper by PID: the signal, then SIGKILL if it has not exited in 10 s. */
+export function stopHarper(child: ChildProcess, signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+    child.once('exit', () => {
+      clearTimeout(timer);
+      resolve();
+    });
+    child.kill(signal);
+  });
+}

@@ -1,0 +1,27 @@
+// `npm start`: boots Harper from node_modules with the agent component, then prints where the operations API
+// listens and a curl that prompts the agent. Ctrl-C stops Harper.
+import path from 'node:path';
+import { DEV_ADMIN, REPO, startHarper } from './harper.js';
+
+const rootPath = path.resolve(process.env.ROOTPATH ?? path.join(REPO, '.harper'));
+const admin = { username: process.env.HDB_ADMIN_USERNAME ?? DEV_ADMIN.username, password: process.env.HDB_ADMIN_PASSWORD ?? DEV_ADMIN.password };
+const httpPort = Number(process.env.HTTP_PORT ?? 9926);
+const opsPort = Number(process.env.OPERATIONSAPI_NETWORK_PORT ?? 9925);
+
+console.log(`Starting Harper (root ${rootPath}) with the harper-agent component...`);
+const harper = await startHarper({ rootPath, httpPort, opsPort, admin, output: 'inherit', args: process.argv.slice(2) }, 120_000);
+const stop = () => void harper.stop().then(() => process.exit(0));
+process.on('SIGINT', stop);
+process.on('SIGTERM', stop);
+harper.process.on('exit', (code) => process.exit(code ?? 0));
+
+console.log(`
+harper-agent is ready.
+  Operations API: http://localhost:${opsPort}/  (admin user: ${admin.username})
+  Prompt the agent:
+    curl -s -u ${admin.username}:${admin.password} -H 'content-type: application/json' http://localhost:${opsPort}/ \\
+      -d '{"operation":"agent_prompt","message":"summarize logs/hdb.log"}'
+  Then read the session (use the session_id it returned):
+    curl -s -u ${admin.username}:${admin.password} -H 'content-type: application/json' http://localhost:${opsPort}/ \\
+      -d '{"operation":"get_agent_session","session_id":"<session_id>"}'
+Press Ctrl-C to stop Harper.`);
