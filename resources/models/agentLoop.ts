@@ -19,8 +19,13 @@ export function errorInfo(error: unknown): string {
       // fall through to String()
     }
   }
-  const text = String(error);
-  return text === '[object Object]' ? 'unknown error' : text;
+  let text = '';
+  try {
+    text = String(error);
+  } catch {
+    // an object with no prototype has no toString
+  }
+  return !text || text === '[object Object]' ? 'unknown error' : text;
 }
 
 /** The largest prefix of `buf` no longer than `maxBytes` that ends on a UTF-8 character boundary. */

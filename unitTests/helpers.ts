@@ -1,0 +1,98 @@
+// Unit-test doubles: an in-memory table with Harper's get/put/search shape, a scripted backend, temp scopes.
+import { mkdtempSync, mkdirSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { defaultConfig, type AgentConfig } from '../agent/agent.js';
+import type { LoopDeps } from '../agent/loop.js';
+import { SessionStore, type SessionTable } from '../agent/session.js';
+import { createToolRegistry, defaultTools } from '../agent/tools/index.js';
+import type { Scopes } from '../agent/tools/scopes.js';
+import type { Tool } from '../agent/tools/types.js';
+import { Models } from '../resources/models/models.js';
+import type { GenerateInput, GenerateOutput, ModelBackend } from '../resources/models/types.js';
+
+export class MemoryTable implements SessionTable {
+  readonly rows = new Map<string, string>();
+  puts = 0;
+  /** Simulated latency, so interleavings of concurrent writers are real. */
+  constructor(private readonly delayMs = 0) {}
+  private async pause() {
+    if (this.delayMs) await new Promise((r) => setTimeout(r, Math.random() * this.delayMs));
+  }
+  async get(id: string) {
+    await this.pause();
+    const row = this.rows.get(id);
+    return row ? JSON.parse(row) : undefined;
+  }
+  async put(id: string, record: Record<string, unknown>) {
+    await this.pause();
+    this.puts++;
+    this.rows.set(id, JSON.stringify(record));
+  }
+  async *search() {
+    for (const row of this.rows.values()) yield JSON.parse(row);
+  }
+}
+
+export function tempScopes(): Scopes & { base: string } {
+  const base = mkdtempSync(path.join(os.tmpdir(), 'agent-unit-'));
+  const rootPath = path.join(base, 'hdb');
+  const scopes = {
+    base,
+    rootPath,
+    components: path.join(rootPath, 'components'),
+    logs: path.join(rootPath, 'log'),
+    config: path.join(rootPath, 'harperdb-config.yaml'),
+  };
+  mkdirSync(scopes.components, { recursive: true });
+  mkdirSync(scopes.logs, { recursive: true });
+  mkdirSync(path.join(rootPath, 'keys'), { recursive: true });
+  writeFileSync(scopes.config, 'http:\n  port: 9926\n');
+  writeFileSync(path.join(rootPath, 'keys', 'privateKey.pem'), 'secret');
+  return scopes;
+}
+
+export type Step = GenerateOutput | Error | ((input: GenerateInput, signal: AbortSignal) => Promise<GenerateOutput> | GenerateOutput);
+
+/** A backend that replays a script of turns and records every input it was given. */
+export class ScriptedBackend implements ModelBackend {
+  readonly provider = 'scripted';
+  readonly inputs: GenerateInput[] = [];
+  constructor(public steps: Step[]) {}
+  async generate(input: GenerateInput, signal: AbortSignal): Promise<GenerateOutput> {
+    this.inputs.push(structuredClone(input));
+    const step = this.steps.shift();
+    if (!step) throw new Error('script exhausted');
+    if (step instanceof Error) throw step;
+    if (typeof step === 'function') return step(input, signal);
+    return step;
+  }
+}
+
+export function text(t: string): GenerateOutput {
+  return { text: t, toolCalls: [], finishReason: 'stop' };
+}
+
+export function calls(...list: [string, Record<string, unknown>][]): GenerateOutput {
+  return { text: '', toolCalls: list.map(([name, args], i) => ({ id: `c${Math.random().toString(36).slice(2)}${i}`, name, arguments: args })), finishReason: 'tool_calls' };
+}
+
+export interface Harness {
+  deps: LoopDeps;
+  store: SessionStore;
+  table: MemoryTable;
+  backend: ScriptedBackend;
+  scopes: Scopes & { base: string };
+  config: AgentConfig;
+}
+
+export function harness(steps: Step[], config: Partial<AgentConfig> = {}, extraTools: Tool[] = [], delayMs = 0): Harness {
+  const backend = new ScriptedBackend(steps);
+  Models.register({ provider: 'scripted', defaultModel: 'scripted-1', create: () => backend });
+  const table = new MemoryTable(delayMs);
+  const store = new SessionStore(() => table);
+  const scopes = tempScopes();
+  const cfg: AgentConfig = { ...defaultConfig(), provider: 'scripted', ...config };
+  const deps: LoopDeps = { store, tools: createToolRegistry([...defaultTools, ...extraTools]), scopes, config: () => cfg };
+  return { deps, store, table, backend, scopes, config: cfg };
+}
