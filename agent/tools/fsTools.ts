@@ -4,7 +4,7 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { refuseKeyMaterial } from './keyMaterial.js';
-import { costModel, cutToEscaped, escapedCost, escapedLength, isValidUtf8, pageBudget, slicePage, WIDEST_NUMBER, type CostModel } from './paging.js';
+import { costModel, cutToEscaped, escapedCost, escapedLength, isValidUtf8, pageBudget, slicePage, type CostModel } from './paging.js';
 import { openChecked, resolveScoped, SCOPE_NAMES } from './scopes.js';
 import { ToolError, type Tool, type ToolContext } from './types.js';
 
@@ -19,7 +19,6 @@ const pathParam = { type: 'string', maxLength: 4096, description: 'Path relative
 // read_file
 
 export interface ReadFileResult {
-  root: string;
   path: string;
   size: number;
   offset: number;
@@ -71,9 +70,11 @@ async function readChunk(handle: fs.FileHandle, position: number, length: number
   return filled === length ? buf : buf.subarray(0, filled);
 }
 
-function readSkeleton(root: string, display: string): Record<string, unknown> {
-  const n = WIDEST_NUMBER;
-  return { root, path: display, size: n, offset: n, startLine: n, endLine: n, content: '', nextLine: n, nextOffset: n, totalLines: n, lineTruncated: true, invalidUtf8: true };
+/** The widest a read_file result's fields can be, text aside: offsets stay within size, line numbers within
+ * startLine plus the bytes left; totalLines never appears with nextLine and nextOffset. */
+function readSkeleton(display: string, size: number, offset: number, startLine: number): Record<string, unknown> {
+  const line = startLine + (size - offset);
+  return { path: display, size, offset: size, startLine: line, endLine: line, content: '', nextLine: line, nextOffset: size, lineTruncated: true, invalidUtf8: true };
 }
 
 /** Bytes a page may read: its text cannot be shorter escaped than raw, plus 4 to see past a cut character. */
@@ -85,12 +86,11 @@ export interface ReadOptions {
 }
 
 export async function readFile(args: Record<string, unknown>, ctx: ToolContext, options: ReadOptions = {}): Promise<ReadFileResult> {
-  const root = args.root as string;
-  const resolved = await resolveScoped(ctx.scopes, root, args.path);
-  const budget = pageBudget(ctx.maxResultBytes, readSkeleton(root, resolved.display), resolved.display);
+  const resolved = await resolveScoped(ctx.scopes, args.root, args.path);
   const handle = await openChecked(resolved);
   try {
     const size = (await handle.stat()).size;
+    pageBudget(ctx.maxResultBytes, readSkeleton(resolved.display, size, 0, 1), resolved.display);
     const startLine = (args.startLine as number | undefined) ?? 1;
     const maxLines = (args.lineCount as number | undefined) ?? Number.POSITIVE_INFINITY;
     let offset: number;
@@ -107,6 +107,7 @@ export async function readFile(args: Record<string, unknown>, ctx: ToolContext, 
     } else {
       offset = await findLineStart(handle, size, startLine, resolved.display);
     }
+    const budget = pageBudget(ctx.maxResultBytes, readSkeleton(resolved.display, size, offset, startLine), resolved.display);
     const buf = await readChunk(handle, offset, Math.min(readLength(budget), size - offset));
     const atEof = offset + buf.length >= size;
     let model: CostModel = costModel(buf, true);
@@ -121,7 +122,7 @@ export async function readFile(args: Record<string, unknown>, ctx: ToolContext, 
     await refuseKeyMaterial(handle, resolved.display, offset, page, options.lookBack !== false);
     const endLine = slice.lines === 0 ? startLine - 1 : startLine + slice.lines - 1;
     const nextOffset = offset + slice.end;
-    const result: ReadFileResult = { root, path: resolved.display, size, offset, startLine, endLine, content: page.toString('utf8') };
+    const result: ReadFileResult = { path: resolved.display, size, offset, startLine, endLine, content: page.toString('utf8') };
     if (nextOffset < size) {
       result.nextLine = slice.lineTruncated || (slice.end > 0 && page[page.length - 1] !== 10) ? endLine : endLine + 1;
       result.nextOffset = nextOffset;
@@ -164,7 +165,6 @@ const readFileTool: Tool = {
 // tail_file
 
 export interface TailFileResult {
-  root: string;
   path: string;
   size: number;
   offset: number;
@@ -175,15 +175,13 @@ export interface TailFileResult {
 }
 
 export async function tailFile(args: Record<string, unknown>, ctx: ToolContext, options: ReadOptions = {}): Promise<TailFileResult> {
-  const root = args.root as string;
   const want = (args.lines as number | undefined) ?? 50;
-  const resolved = await resolveScoped(ctx.scopes, root, args.path);
-  const n = WIDEST_NUMBER;
-  const skeleton = { root, path: resolved.display, size: n, offset: n, lines: n, content: '', truncated: false, lineTruncated: true };
-  const budget = pageBudget(ctx.maxResultBytes, skeleton, resolved.display);
+  const resolved = await resolveScoped(ctx.scopes, args.root, args.path);
   const handle = await openChecked(resolved);
   try {
     const size = (await handle.stat()).size;
+    const skeleton = { path: resolved.display, size, offset: size, lines: want, content: '', truncated: false, lineTruncated: true };
+    const budget = pageBudget(ctx.maxResultBytes, skeleton, resolved.display);
     const start = Math.max(0, size - readLength(budget));
     const buf = await readChunk(handle, start, size - start);
     const model = costModel(buf, isValidUtf8(buf));
@@ -213,7 +211,6 @@ export async function tailFile(args: Record<string, unknown>, ctx: ToolContext, 
     const window = buf.subarray(pos);
     await refuseKeyMaterial(handle, resolved.display, start + pos, window, options.lookBack !== false);
     const result: TailFileResult = {
-      root,
       path: resolved.display,
       size,
       offset: start + pos,
@@ -259,7 +256,6 @@ export interface DirEntry {
 }
 
 export interface ListDirResult {
-  root: string;
   path: string;
   offset: number;
   total: number;
@@ -268,14 +264,12 @@ export interface ListDirResult {
 }
 
 export async function listDir(args: Record<string, unknown>, ctx: ToolContext): Promise<ListDirResult> {
-  const root = args.root as string;
   const offset = (args.offset as number | undefined) ?? 0;
-  const resolved = await resolveScoped(ctx.scopes, root, args.path ?? '');
-  const n = WIDEST_NUMBER;
-  const skeleton = { root, path: resolved.display, offset: n, total: n, entries: [], nextOffset: n };
-  const budget = pageBudget(ctx.maxResultBytes, skeleton, resolved.display);
+  const resolved = await resolveScoped(ctx.scopes, args.root, args.path ?? '');
   if (!resolved.stats.isDirectory()) throw new ToolError(`${resolved.display} is not a directory`);
   const names = (await fs.readdir(resolved.real)).sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+  const total = names.length;
+  const budget = pageBudget(ctx.maxResultBytes, { path: resolved.display, offset: total, total, entries: [], nextOffset: total }, resolved.display);
   if (offset > names.length) throw new ToolError(`offset ${offset} is past the end of ${resolved.display} (${names.length} entries)`);
   const entries: DirEntry[] = [];
   let used = 0;
@@ -286,7 +280,7 @@ export async function listDir(args: Record<string, unknown>, ctx: ToolContext): 
     const entry: DirEntry = {
       name,
       type: !stats ? 'other' : stats.isSymbolicLink() ? 'symlink' : stats.isDirectory() ? 'dir' : stats.isFile() ? 'file' : 'other',
-      size: stats?.isFile() ? WIDEST_NUMBER : undefined,
+      size: stats?.isFile() ? stats.size : undefined,
     };
     let cost = Buffer.byteLength(JSON.stringify(entry)) + 1;
     if (used + cost > budget) {
@@ -297,11 +291,10 @@ export async function listDir(args: Record<string, unknown>, ctx: ToolContext): 
       entry.nameTruncated = true;
       cost = Buffer.byteLength(JSON.stringify(entry)) + 1;
     }
-    if (stats?.isFile()) entry.size = stats.size;
     used += cost;
     entries.push(entry);
   }
-  const result: ListDirResult = { root, path: resolved.display, offset, total: names.length, entries };
+  const result: ListDirResult = { path: resolved.display, offset, total, entries };
   if (next < names.length) result.nextOffset = next;
   return result;
 }
@@ -331,7 +324,7 @@ const listDirTool: Tool = {
 
 export const MAX_WRITE_BYTES = 1024 * 1024;
 
-export async function writeFile(args: Record<string, unknown>, ctx: ToolContext): Promise<{ root: string; path: string; bytes: number; created: boolean }> {
+export async function writeFile(args: Record<string, unknown>, ctx: ToolContext): Promise<{ path: string; bytes: number; created: boolean }> {
   const content = args.content as string;
   const bytes = Buffer.byteLength(content);
   if (bytes > MAX_WRITE_BYTES) throw new ToolError(`content is ${bytes} bytes; write_file writes at most ${MAX_WRITE_BYTES} bytes`);
@@ -348,7 +341,7 @@ export async function writeFile(args: Record<string, unknown>, ctx: ToolContext)
     await fs.rm(temp, { force: true });
     throw error;
   }
-  return { root: 'components', path: resolved.display, bytes, created: !resolved.exists };
+  return { path: resolved.display, bytes, created: !resolved.exists };
 }
 
 const writeFileTool: Tool = {

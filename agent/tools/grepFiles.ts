@@ -3,7 +3,7 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { Worker } from 'node:worker_threads';
 import type { GrepJob, GrepResult } from './grepSearch.js';
-import { pageBudget, WIDEST_NUMBER } from './paging.js';
+import { pageBudget } from './paging.js';
 import { resolveScoped, SCOPE_NAMES, type Scopes } from './scopes.js';
 import { ToolError, type Tool, type ToolContext } from './types.js';
 
@@ -11,7 +11,6 @@ export const MAX_PATTERN_LENGTH = 1000;
 export const GREP_TIME_LIMIT_MS = 10_000;
 
 export interface GrepFilesResult extends GrepResult {
-  root: string;
   path: string;
   pattern: string;
 }
@@ -64,8 +63,8 @@ export async function grepFiles(args: Record<string, unknown>, ctx: ToolContext,
     throw new ToolError(`invalid pattern: ${(error as Error).message}`);
   }
   const resolved = await resolveScoped(ctx.scopes, root, args.path ?? '');
-  const n = WIDEST_NUMBER;
-  const skeleton = { root, path: resolved.display, pattern, matches: [], truncated: false, filesSearched: n, skippedFiles: [], skippedCount: n };
+  const n = 9_999_999; // files searched and skipped: more than any tree holds
+  const skeleton = { path: resolved.display, pattern, matches: [], truncated: false, filesSearched: n, skippedFiles: [], skippedCount: n };
   const budget = pageBudget(ctx.maxResultBytes, skeleton, resolved.display);
   const job: GrepJob = {
     start: resolved.real,
@@ -77,7 +76,7 @@ export async function grepFiles(args: Record<string, unknown>, ctx: ToolContext,
     budget,
   };
   const result = await runWorker(job, ctx.signal, timeLimitMs);
-  return { root, path: resolved.display, pattern, ...result };
+  return { path: resolved.display, pattern, ...result };
 }
 
 export const grepFilesTool: Tool = {

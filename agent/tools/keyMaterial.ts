@@ -7,8 +7,9 @@ import { ToolError } from './types.js';
 const ARMOR = /-----(BEGIN|END) (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----/g;
 /** Longer than any PEM private key (a FrodoKEM-1344 key is about 57 KB of PEM). */
 export const LOOK_BACK_BYTES = 128 * 1024;
-/** A key-body line: base64 only, indented or not (a key embedded in YAML), CR allowed. */
-const BODY_LINE = /^[ \t]*[A-Za-z0-9+/=]+[ \t]*\r?$/;
+/** A key-body line: base64 only, at most 80 characters (PEM wraps at 64, OpenSSH at 70), indented or not
+ * (a key embedded in YAML), CR allowed. A longer line (a minified bundle) is not key body. */
+const BODY_LINE = /^[ \t]*[A-Za-z0-9+/=]{1,80}[ \t]*\r?$/;
 const LONGEST_ARMOR_LINE = 64;
 
 export function holdsArmorLine(bytes: Buffer): boolean {

@@ -4,8 +4,6 @@ import { ToolError } from './types.js';
 
 /** Enough for one list_dir entry with a 255-byte name. */
 export const MIN_PAGE_BYTES = 320;
-/** Stands in for every number in a result skeleton: no real offset or line number is wider. */
-export const WIDEST_NUMBER = Number.MAX_SAFE_INTEGER;
 
 /** Bytes each byte costs once JSON.stringify has escaped it (UTF-8 bytes >= 0x80 are kept as they are). */
 const COST = new Uint8Array(256).fill(1);
