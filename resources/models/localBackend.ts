@@ -6,6 +6,8 @@ import type { BackendRegistration } from './models.js';
 import type { GenerateInput, GenerateOutput, Message, ModelBackend, ToolMessage } from './types.js';
 
 const REF = /\b(logs|components|config)(?:\/([^\s"'`,;]*))?/;
+/** "write components/<path>: <content>" asks for a write_file (which waits for approval). */
+const WRITE = /^write components\/([^\s:]+):\s?([\s\S]*)$/;
 const ERROR_LINE = /error/i;
 const SHOWN_ERRORS = 5;
 
@@ -62,7 +64,8 @@ function summarize(ref: { root: string; path: string }, results: ToolMessage[]):
 const HELP =
   'I am the embedded local backend: deterministic, not a language model. Name a file in a scope, for example ' +
   '"summarize logs/hdb.log", "read config" or "read components/my-app/resources.js", and I will page through it ' +
-  'with read_file and report its line count and the lines that mention "error". Set agent.provider (openai, ' +
+  'with read_file and report its line count and the lines that mention "error"; "write components/<path>: <text>" ' +
+  'writes a file once you approve it. Set agent.provider (openai, ' +
   'anthropic or bedrock) for a real model.';
 
 export class LocalBackend implements ModelBackend {
@@ -85,6 +88,12 @@ export class LocalBackend implements ModelBackend {
       usage,
     });
 
+    const write = WRITE.exec(prompt);
+    if (write) {
+      if (results.length === 0) return call('write_file', { root: 'components', path: write[1], content: write[2] });
+      const r = parse(results[results.length - 1]!) as unknown as { bytes?: number; error?: string } | null;
+      return answer(r?.error ? `I did not write components/${write[1]}: ${r.error}` : `I wrote ${r?.bytes} bytes to components/${write[1]}.`);
+    }
     const ref = parseFileReference(prompt);
     if (!ref) return answer(HELP);
     const listing = ref.root !== 'config' && (ref.path === '' || ref.path.endsWith('/'));

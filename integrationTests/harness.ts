@@ -1,0 +1,111 @@
+// The integration harness: boots the real Harper with the built component on free ports in a temp root, drives
+// the operations API over HTTP, and stops Harper by PID. Every integration test goes through it.
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { freePort, startHarper, type HarperOptions, type RunningHarper } from '../scripts/harper.js';
+
+export interface OpResult<T = any> {
+  status: number;
+  body: T;
+}
+
+export type Auth = 'admin' | 'none' | { username: string; password: string };
+
+export class TestHarper {
+  constructor(readonly harper: RunningHarper, readonly options: HarperOptions) {}
+
+  get rootPath() {
+    return this.harper.rootPath;
+  }
+  get logsDir() {
+    return path.join(this.rootPath, 'log');
+  }
+  get componentsDir() {
+    return path.join(this.rootPath, 'components');
+  }
+
+  async op<T = any>(body: unknown, auth: Auth = 'admin'): Promise<OpResult<T>> {
+    const headers: Record<string, string> = { 'content-type': 'application/json' };
+    const creds = auth === 'admin' ? this.harper.admin : auth === 'none' ? null : auth;
+    if (creds) headers.authorization = 'Basic ' + Buffer.from(`${creds.username}:${creds.password}`).toString('base64');
+    const res = await fetch(this.harper.opsUrl, { method: 'POST', headers, body: typeof body === 'string' ? body : JSON.stringify(body) });
+    const text = await res.text();
+    let parsed: unknown = text;
+    try {
+      parsed = JSON.parse(text);
+    } catch {
+      // not JSON: keep the text
+    }
+    return { status: res.status, body: parsed as T };
+  }
+
+  /** Polls get_agent_session until its status is not running (or one of `until`). */
+  async waitForSession(id: string, until: string[] = ['completed', 'error', 'aborted', 'awaiting_approval', 'idle'], timeoutMs = 60_000): Promise<any> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const r = await this.op({ operation: 'get_agent_session', session_id: id });
+      if (r.status !== 200) throw new Error(`get_agent_session ${r.status}: ${JSON.stringify(r.body)}`);
+      if (until.includes(r.body.status)) return r.body;
+      if (Date.now() > deadline) throw new Error(`session ${id} still ${r.body.status} after ${timeoutMs} ms`);
+      await new Promise((res) => setTimeout(res, 50));
+    }
+  }
+
+  /** Prompts and waits for the run to end. */
+  async prompt(message: string, session_id?: string): Promise<any> {
+    const r = await this.op({ operation: 'agent_prompt', message, ...(session_id ? { session_id } : {}) });
+    if (r.status !== 200) throw new Error(`agent_prompt ${r.status}: ${JSON.stringify(r.body)}`);
+    return this.waitForSession(r.body.session_id);
+  }
+
+  /** The AgentSession row as Harper's own search_by_id returns it (not through the agent's operations). */
+  async row(id: string): Promise<any> {
+    const r = await this.op({ operation: 'search_by_id', database: 'agent', table: 'AgentSession', ids: [id], get_attributes: ['*'] });
+    if (r.status !== 200) throw new Error(`search_by_id ${r.status}: ${JSON.stringify(r.body)}`);
+    return r.body[0];
+  }
+
+  async setConfig(change: Record<string, unknown>): Promise<OpResult> {
+    return this.op({ operation: 'set_agent_config', ...change });
+  }
+
+  async stop(signal: NodeJS.Signals = 'SIGTERM', keepRoot = false) {
+    await this.harper.stop(signal);
+    if (!keepRoot && !process.env.KEEP_HARPER_ROOT) {
+      rmSync(this.rootPath, { recursive: true, force: true });
+      if (this.options.output && this.options.output !== 'inherit') rmSync(this.options.output, { force: true });
+    }
+  }
+
+  /** Boots again on the same root and ports (after a stop or a kill). */
+  async restart(extra: Partial<HarperOptions> = {}): Promise<TestHarper> {
+    const options = { ...this.options, ...extra };
+    return new TestHarper(await startHarper(options), options);
+  }
+}
+
+export async function bootHarper(extra: Partial<HarperOptions> = {}): Promise<TestHarper> {
+  const rootPath = extra.rootPath ?? mkdtempSync(path.join(os.tmpdir(), 'harper-agent-it-'));
+  const options: HarperOptions = {
+    rootPath,
+    httpPort: await freePort(),
+    opsPort: await freePort(),
+    output: path.join(os.tmpdir(), `${path.basename(rootPath)}.out`),
+    ...extra,
+  };
+  return new TestHarper(await startHarper(options), options);
+}
+
+let shared: Promise<TestHarper> | undefined;
+
+/** One Harper shared by the tests that need no special boot; stopped by hooks.ts after the last test. */
+export function sharedHarper(): Promise<TestHarper> {
+  shared ??= bootHarper();
+  return shared;
+}
+
+export async function stopShared() {
+  if (shared) await (await shared).stop();
+  shared = undefined;
+}
