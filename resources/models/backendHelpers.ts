@@ -1,3 +1,5 @@
+import type { Message, ToolCall } from './types.js';
+
 // Provider-error classification, shared by every backend: one ModelError shape and one classifier that
 // decides whether a rejection means "the request is longer than the model's context window".
 // The loop never reads provider wording; it reads `contextWindowExceeded`.
@@ -110,4 +112,54 @@ export function isAbortError(error: unknown, signal?: AbortSignal): boolean {
   if (signal?.aborted) return true;
   const name = (error as { name?: string } | null)?.name;
   return name === 'AbortError' || name === 'APIUserAbortError';
+}
+
+// ------------------------------------------------------------------------------------------------------------
+// Transcript helpers every backend maps from
+
+
+/**
+ * The transcript as providers accept it: every tool call answered. A run cancelled (or cut off) between a model's
+ * tool calls and their results leaves calls with no result; providers reject that, so each gets a stand-in result.
+ */
+export function answeredTranscript(messages: readonly Message[]): Message[] {
+  const out: Message[] = [];
+  let open: ToolCall[] = [];
+  const close = () => {
+    for (const call of open) {
+      out.push({ role: 'tool', toolCallId: call.id, name: call.name, content: '{"error":"this tool call did not run: the run ended before it"}', isError: true });
+    }
+    open = [];
+  };
+  for (const m of messages) {
+    if (m.role === 'tool') {
+      open = open.filter((c) => c.id !== m.toolCallId);
+      out.push(m);
+      continue;
+    }
+    close();
+    out.push(m);
+    if (m.role === 'assistant' && m.toolCalls?.length) open = [...m.toolCalls];
+  }
+  close();
+  return out;
+}
+
+/** Parses a tool call's JSON arguments; a provider that sends text that is not a JSON object gets null. */
+export function parseToolArguments(text: string | undefined | null): Record<string, unknown> | null {
+  if (text === undefined || text === null || text.trim() === '') return {};
+  try {
+    const value = JSON.parse(text);
+    return value && typeof value === 'object' && !Array.isArray(value) ? value : null;
+  } catch {
+    return null;
+  }
+}
+
+/** A request that never reached the provider: timeout, refused connection, reset. */
+export function networkError(provider: string, error: unknown, timeoutMs: number): ModelError {
+  const e = error as { name?: string; message?: string; cause?: { code?: string; message?: string } };
+  const timedOut = /timeout|timed out/i.test(`${e.name} ${e.message}`);
+  const detail = timedOut ? `no answer within agent.requestTimeoutMs (${timeoutMs} ms)` : `${e.cause?.code ?? e.cause?.message ?? e.message ?? 'connection failed'}`;
+  return new ModelError(`${provider} request failed: ${detail}. Check that the provider endpoint is reachable${timedOut ? ', or raise agent.requestTimeoutMs' : ''}.`, provider, undefined, false);
 }

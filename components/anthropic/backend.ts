@@ -1,0 +1,76 @@
+// The Anthropic backend: the Messages API with tools, through the official `@anthropic-ai/sdk`.
+import Anthropic from '@anthropic-ai/sdk';
+import type { ContentBlockParam, MessageParam, Tool as AnthropicTool } from '@anthropic-ai/sdk/resources/messages/messages';
+import { answeredTranscript, classifyProviderError, isAbortError, ModelError, networkError } from '../../resources/models/backendHelpers.js';
+import type { BackendOptions, FinishReason, GenerateInput, GenerateOutput, ModelBackend, ToolCall } from '../../resources/models/types.js';
+
+export const ANTHROPIC_DEFAULT_MODEL = 'claude-sonnet-4-5';
+
+/** The transcript as Messages: tool results are user blocks, and consecutive same-role turns are merged. */
+export function toAnthropicMessages(input: GenerateInput): MessageParam[] {
+  const out: MessageParam[] = [];
+  const push = (role: 'user' | 'assistant', blocks: ContentBlockParam[]) => {
+    if (blocks.length === 0) return;
+    const last = out[out.length - 1];
+    if (last && last.role === role) (last.content as ContentBlockParam[]).push(...blocks);
+    else out.push({ role, content: blocks });
+  };
+  for (const m of answeredTranscript(input.messages)) {
+    if (m.role === 'user') push('user', [{ type: 'text', text: m.content }]);
+    else if (m.role === 'tool') push('user', [{ type: 'tool_result', tool_use_id: m.toolCallId, content: m.content, ...(m.isError ? { is_error: true } : {}) }]);
+    else {
+      const blocks: ContentBlockParam[] = m.content ? [{ type: 'text', text: m.content }] : [];
+      for (const c of m.toolCalls ?? []) blocks.push({ type: 'tool_use', id: c.id, name: c.name, input: c.arguments });
+      push('assistant', blocks.length ? blocks : [{ type: 'text', text: '(no answer)' }]);
+    }
+  }
+  return out;
+}
+
+export class AnthropicBackend implements ModelBackend {
+  readonly provider = 'anthropic';
+  private readonly client: Anthropic;
+
+  constructor(private readonly options: BackendOptions) {
+    this.client = new Anthropic({
+      apiKey: options.apiKey ?? process.env.ANTHROPIC_API_KEY ?? 'no-api-key-set',
+      baseURL: options.baseUrl ?? process.env.ANTHROPIC_BASE_URL ?? undefined,
+      timeout: options.requestTimeoutMs,
+      maxRetries: options.maxRetries,
+    });
+  }
+
+  async generate(input: GenerateInput, signal: AbortSignal): Promise<GenerateOutput> {
+    const tools: AnthropicTool[] = input.tools.map((t) => ({ name: t.name, description: t.description, input_schema: t.parameters as AnthropicTool['input_schema'] }));
+    let message: Anthropic.Message;
+    try {
+      message = await this.client.messages.create(
+        // The system prompt goes in `system`, once; the messages never carry it.
+        { model: input.model, max_tokens: input.maxTokens, system: input.system, messages: toAnthropicMessages(input), ...(tools.length ? { tools } : {}) },
+        { signal }
+      );
+    } catch (error) {
+      if (isAbortError(error, signal)) throw error;
+      if (error instanceof Anthropic.APIError && error.status !== undefined) {
+        const body = error.error as { error?: { type?: string; message?: string } } | undefined;
+        throw classifyProviderError('anthropic', { status: error.status, type: body?.error?.type ?? error.type ?? undefined, code: body?.error?.type, message: body?.error?.message ?? error.message, body });
+      }
+      throw networkError('anthropic', error, this.options.requestTimeoutMs);
+    }
+    const usage = message.usage ? { inputTokens: message.usage.input_tokens, outputTokens: message.usage.output_tokens } : undefined;
+    if (message.stop_reason === 'model_context_window_exceeded') {
+      throw new ModelError('anthropic stopped: the conversation reached the model context window', 'anthropic', 400, true, 'model_context_window_exceeded');
+    }
+    let text = '';
+    const toolCalls: ToolCall[] = [];
+    for (const block of message.content) {
+      if (block.type === 'text') text += block.text;
+      else if (block.type === 'tool_use') toolCalls.push({ id: block.id, name: block.name, arguments: (block.input ?? {}) as Record<string, unknown> });
+    }
+    let finishReason: FinishReason;
+    if (message.stop_reason === 'max_tokens') finishReason = 'length';
+    else if (message.stop_reason === 'refusal') finishReason = 'content_filter';
+    else finishReason = toolCalls.length ? 'tool_calls' : 'stop';
+    return { text, toolCalls, finishReason, usage };
+  }
+}

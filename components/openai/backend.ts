@@ -1,0 +1,75 @@
+// The OpenAI backend: Chat Completions with tools, through the official `openai` SDK. Works with any
+// OpenAI-compatible server (OPENAI_BASE_URL or agent.baseUrl).
+import OpenAI from 'openai';
+import type { ChatCompletionMessageParam, ChatCompletionTool } from 'openai/resources/chat/completions';
+import { answeredTranscript, classifyProviderError, isAbortError, networkError, parseToolArguments } from '../../resources/models/backendHelpers.js';
+import type { BackendOptions, FinishReason, GenerateInput, GenerateOutput, ModelBackend, ToolCall } from '../../resources/models/types.js';
+
+export const OPENAI_DEFAULT_MODEL = 'gpt-4.1-mini';
+
+export function toOpenAIMessages(input: GenerateInput): ChatCompletionMessageParam[] {
+  // The system prompt is the one leading system message; the transcript never carries another.
+  const out: ChatCompletionMessageParam[] = [{ role: 'system', content: input.system }];
+  for (const m of answeredTranscript(input.messages)) {
+    if (m.role === 'user') out.push({ role: 'user', content: m.content });
+    else if (m.role === 'tool') out.push({ role: 'tool', tool_call_id: m.toolCallId, content: m.content });
+    else if (m.toolCalls?.length) {
+      out.push({
+        role: 'assistant',
+        content: m.content || null,
+        tool_calls: m.toolCalls.map((c) => ({ id: c.id, type: 'function' as const, function: { name: c.name, arguments: JSON.stringify(c.arguments) } })),
+      });
+    } else out.push({ role: 'assistant', content: m.content });
+  }
+  return out;
+}
+
+export class OpenAIBackend implements ModelBackend {
+  readonly provider = 'openai';
+  private readonly client: OpenAI;
+
+  constructor(private readonly options: BackendOptions) {
+    this.client = new OpenAI({
+      // An OpenAI-compatible server may need no key; the SDK insists on one, and a wrong one gets a clear 401.
+      apiKey: options.apiKey ?? process.env.OPENAI_API_KEY ?? 'no-api-key-set',
+      baseURL: options.baseUrl ?? process.env.OPENAI_BASE_URL ?? undefined,
+      timeout: options.requestTimeoutMs,
+      maxRetries: options.maxRetries,
+    });
+  }
+
+  async generate(input: GenerateInput, signal: AbortSignal): Promise<GenerateOutput> {
+    const tools: ChatCompletionTool[] = input.tools.map((t) => ({ type: 'function', function: { name: t.name, description: t.description, parameters: t.parameters } }));
+    let completion: OpenAI.Chat.Completions.ChatCompletion;
+    try {
+      completion = await this.client.chat.completions.create(
+        { model: input.model, messages: toOpenAIMessages(input), max_tokens: input.maxTokens, ...(tools.length ? { tools } : {}) },
+        { signal }
+      );
+    } catch (error) {
+      if (isAbortError(error, signal)) throw error;
+      if (error instanceof OpenAI.APIError && error.status !== undefined) {
+        throw classifyProviderError('openai', { status: error.status, code: error.code ?? undefined, type: error.type, message: error.message, body: error.error });
+      }
+      throw networkError('openai', error, this.options.requestTimeoutMs);
+    }
+    const choice = completion.choices?.[0];
+    if (!choice) throw classifyProviderError('openai', { status: 200, message: 'the response had no choices' });
+    const usage = completion.usage ? { inputTokens: completion.usage.prompt_tokens, outputTokens: completion.usage.completion_tokens } : undefined;
+    const toolCalls: ToolCall[] = [];
+    for (const call of choice.message.tool_calls ?? []) {
+      if (call.type !== 'function') continue;
+      const args = parseToolArguments(call.function.arguments);
+      if (!args) {
+        return { text: '', toolCalls: [], finishReason: 'invalid_tool_call', usage, detail: `arguments of ${call.function.name} are not a JSON object: ${call.function.arguments.slice(0, 200)}` };
+      }
+      toolCalls.push({ id: call.id, name: call.function.name, arguments: args });
+    }
+    let finishReason: FinishReason;
+    if (choice.message.refusal) finishReason = 'content_filter';
+    else if (choice.finish_reason === 'length') finishReason = 'length';
+    else if (choice.finish_reason === 'content_filter') finishReason = 'content_filter';
+    else finishReason = toolCalls.length ? 'tool_calls' : 'stop';
+    return { text: choice.message.content ?? '', toolCalls, finishReason, usage };
+  }
+}

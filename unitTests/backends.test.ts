@@ -1,0 +1,158 @@
+// Each backend through its real SDK over HTTP, against the provider-compatible server.
+import { expect } from 'chai';
+import { AnthropicBackend } from '../components/anthropic/backend.js';
+import { BedrockBackend } from '../components/bedrock/backend.js';
+import { OpenAIBackend } from '../components/openai/backend.js';
+import { bedrockError, ProviderServer, type Provider, type Turn } from '../integrationTests/providerServer/server.js';
+import { isModelError, type ModelError } from '../resources/models/backendHelpers.js';
+import type { GenerateInput, ModelBackend } from '../resources/models/types.js';
+
+process.env.AWS_ACCESS_KEY_ID = 'test-access-key';
+process.env.AWS_SECRET_ACCESS_KEY = 'test-secret-key';
+process.env.AWS_EC2_METADATA_DISABLED = 'true';
+
+const server = new ProviderServer();
+before(() => server.start());
+after(() => server.close());
+
+function make(provider: Provider, baseUrl = server.url): ModelBackend {
+  const o = { apiKey: 'test-key', baseUrl, requestTimeoutMs: 5000, maxRetries: 0, region: 'us-east-1' };
+  if (provider === 'openai') return new OpenAIBackend({ ...o, baseUrl: `${baseUrl}/v1` });
+  if (provider === 'anthropic') return new AnthropicBackend(o);
+  return new BedrockBackend(o);
+}
+
+const input: GenerateInput = {
+  system: 'SYSTEM PROMPT: you are a test',
+  model: 'test-model',
+  maxTokens: 256,
+  tools: [{ name: 'read_file', description: 'read', parameters: { type: 'object', properties: { path: { type: 'string' } } } }],
+  messages: [
+    { role: 'user', content: 'read two files' },
+    { role: 'assistant', content: '', toolCalls: [{ id: 'call_a', name: 'read_file', arguments: { path: 'a' } }, { id: 'call_b', name: 'read_file', arguments: { path: 'b' } }] },
+    { role: 'tool', toolCallId: 'call_a', name: 'read_file', content: 'contents of a' },
+    { role: 'tool', toolCallId: 'call_b', name: 'read_file', content: '{"error":"no b"}', isError: true },
+    { role: 'assistant', content: 'a read, b missing' },
+    { role: 'user', content: 'thanks' },
+  ],
+};
+
+async function failure(backend: ModelBackend, turn: Turn): Promise<ModelError> {
+  server.reset([turn]);
+  const e = await backend.generate(input, new AbortController().signal).then(() => null, (err) => err);
+  expect(isModelError(e), String(e)).to.equal(true);
+  return e as ModelError;
+}
+
+const contextRejections: Record<Provider, [string, Turn][]> = {
+  openai: [['400 context_length_exceeded', { contextError: true }]],
+  anthropic: [
+    ['400 prompt is too long', { contextError: true }],
+    ['413 request_too_large', { error: { status: 413, body: { type: 'error', error: { type: 'request_too_large', message: 'Request exceeds the maximum allowed number of bytes.' } } } }],
+  ],
+  bedrock: [
+    ['ValidationException: Input is too long', { contextError: true }],
+    ['ValidationException: too many input tokens', { error: bedrockError(400, 'ValidationException', 'The model returned the following errors: too many input tokens. Reduce the input.') }],
+  ],
+};
+
+function notFlagged(provider: Provider): [string, Turn, number][] {
+  const env = (status: number, message: string, type = 'api_error') =>
+    provider === 'openai'
+      ? { error: { status, body: { error: { message, type, code: null } } } }
+      : provider === 'anthropic'
+        ? { error: { status, body: { type: 'error', error: { type, message } } } }
+        : { error: bedrockError(status, status === 400 ? 'ValidationException' : status === 429 ? 'ThrottlingException' : status === 403 ? 'AccessDeniedException' : 'InternalServerException', message) };
+  return [
+    ['401', env(401, 'invalid x-api-key', 'authentication_error'), 401],
+    ['403', env(403, 'not allowed', 'permission_error'), 403],
+    ['429 (mentions tokens)', env(429, 'Rate limit reached: too many input tokens per minute', 'rate_limit_error'), 429],
+    ['500', env(500, 'internal error'), 500],
+    ['503', env(503, 'overloaded', 'overloaded_error'), 503],
+    ['another 400', env(400, 'messages: field required', 'invalid_request_error'), 400],
+  ];
+}
+
+for (const provider of ['openai', 'anthropic', 'bedrock'] as const) {
+  describe(`${provider} backend through its SDK`, () => {
+    let backend: ModelBackend;
+    before(() => (backend = make(provider)));
+
+    it('maps the transcript to the wire and back (tool calls by id, error results) with one system prompt', async () => {
+      server.reset([{ text: 'you are welcome' }]);
+      const out = await backend.generate(input, new AbortController().signal);
+      expect(out).to.deep.include({ text: 'you are welcome', toolCalls: [], finishReason: 'stop' });
+      const req = server.requests[0]!;
+      expect(req.neutral.systems).to.deep.equal([input.system]);
+      expect(req.neutral.tools).to.deep.equal(['read_file']);
+      expect(req.neutral.messages).to.deep.equal([
+        { role: 'user', text: 'read two files' },
+        { role: 'assistant', text: '', toolCalls: [{ id: 'call_a', name: 'read_file', arguments: { path: 'a' } }, { id: 'call_b', name: 'read_file', arguments: { path: 'b' } }] },
+        { role: 'tool', toolCallId: 'call_a', text: 'contents of a' },
+        { role: 'tool', toolCallId: 'call_b', text: '{"error":"no b"}' },
+        { role: 'assistant', text: 'a read, b missing', toolCalls: [] },
+        { role: 'user', text: 'thanks' },
+      ]);
+      if (provider === 'openai') {
+        expect(req.body.messages.filter((m: any) => m.role === 'system')).to.have.length(1);
+        expect(req.body.messages[0]).to.deep.equal({ role: 'system', content: input.system });
+      }
+      if (provider === 'anthropic') expect(req.body.system).to.equal(input.system);
+      if (provider === 'bedrock') expect(req.body.system).to.deep.equal([{ text: input.system }]);
+    });
+
+    it('parallel tool calls, finish reason tool_calls, usage', async () => {
+      server.reset([{ toolCalls: [{ name: 'read_file', arguments: { path: 'x' } }, { name: 'read_file', arguments: { path: 'y' } }] }]);
+      const out = await backend.generate(input, new AbortController().signal);
+      expect(out.finishReason).to.equal('tool_calls');
+      expect(out.toolCalls.map((c) => c.arguments)).to.deep.equal([{ path: 'x' }, { path: 'y' }]);
+      expect(out.toolCalls[0]!.id).to.be.a('string').and.not.equal(out.toolCalls[1]!.id);
+      expect(out.usage!.inputTokens).to.equal(Math.ceil(server.requests[0]!.bytes / 4));
+      expect(out.usage!.outputTokens).to.equal(20);
+    });
+
+    it('finish reasons length and content_filter', async () => {
+      server.reset([{ finish: 'length', text: 'half' }, { finish: 'content_filter' }]);
+      expect((await backend.generate(input, new AbortController().signal)).finishReason).to.equal('length');
+      expect((await backend.generate(input, new AbortController().signal)).finishReason).to.equal('content_filter');
+    });
+
+    for (const [label, turn] of contextRejections[provider]) {
+      it(`flags ${label} as contextWindowExceeded`, async () => {
+        const e = await failure(backend, turn);
+        expect(e.contextWindowExceeded).to.equal(true);
+        expect(e.status).to.be.oneOf([400, 413]);
+        if (provider === 'bedrock') {
+          expect(e.message).to.equal('bedrock request failed (HTTP 400): the request is longer than the model context window.');
+        }
+      });
+    }
+
+    for (const [label, turn, status] of notFlagged(provider)) {
+      it(`does not flag ${label}`, async () => {
+        const e = await failure(backend, turn);
+        expect(e.contextWindowExceeded).to.equal(false);
+        expect(e.status).to.equal(status);
+        expect(e.message).to.match(new RegExp(`^${provider} request failed \\(HTTP ${status}\\)`));
+        if (provider === 'bedrock') expect(e.message).to.not.match(/internal error|not allowed|Rate limit|field required/);
+      });
+    }
+
+    it('does not flag a network error, and says what to check', async () => {
+      const dead = make(provider, 'http://127.0.0.1:9');
+      const e = await dead.generate(input, new AbortController().signal).then(() => null, (err) => err);
+      expect(isModelError(e)).to.equal(true);
+      expect(e).to.include({ contextWindowExceeded: false, status: undefined });
+      expect(e.message).to.match(/Check that the provider endpoint is reachable/);
+    });
+  });
+}
+
+describe('openai backend edge cases', () => {
+  it('a tool call whose arguments are not JSON is an invalid_tool_call', async () => {
+    server.reset([{ toolCalls: [{ name: 'read_file', arguments: '{"path": "x"' }] }]);
+    const out = await make('openai').generate(input, new AbortController().signal);
+    expect(out.finishReason).to.equal('invalid_tool_call');
+    expect(out.detail).to.match(/arguments of read_file are not a JSON object/);
+  });
+});
