@@ -38,6 +38,7 @@ const operations = createOperations({
   store,
   tools: createToolRegistry(defaultTools),
   scopes,
+  databases,
   config: () => config,
   setConfig: (next) => {
     config = next;

@@ -18,6 +18,8 @@ export interface LoopDeps {
   store: SessionStore;
   tools: ToolRegistry;
   scopes: Scopes;
+  /** Harper's `databases` (absent in unit tests that need no data tools). */
+  databases?: Record<string, unknown>;
   /** The config in force; read once when a run starts. */
   config: () => AgentConfig;
   log?: (message: string) => void;
@@ -203,7 +205,7 @@ async function runSession(deps: LoopDeps, id: string, guard: RunGuard, signal: A
       requestTimeoutMs: config.requestTimeoutMs,
       maxRetries: config.maxRetries,
     });
-    const ctx: ToolContext = { scopes: deps.scopes, maxResultBytes: config.maxToolResultBytes, signal };
+    const ctx: ToolContext = { scopes: deps.scopes, maxResultBytes: config.maxToolResultBytes, signal, databases: deps.databases };
     const req: TurnRequest = { backend, model, config, guard, signal };
     let session = (await deps.store.get(id))!;
     for (;;) {

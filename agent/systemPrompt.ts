@@ -8,6 +8,7 @@ Tool results are capped in size, so read big files a page at a time:
   as startLine and offset to read the next page. totalLines appears on the last page. A very long line comes in parts.
 - tail_file reads the end of a log; grep_files finds lines by regular expression, then read_file startLine reads around them.
 - list_dir pages directory entries with offset/nextOffset.
+- describe_tables lists Harper's tables; search_table reads records (by id, or by conditions with limit/offset/select).
 - write_file replaces a whole file and needs the operator's approval; read every page of a file before changing it.
 Key material (Harper's keys, *.pem, *.key, private keys inside files) is never served: do not try to work around it.
 Be concise: say what you found, with file names and line numbers, and what the operator should do.`;

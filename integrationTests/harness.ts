@@ -80,7 +80,7 @@ export class TestHarper {
 
   /** Boots again on the same root and ports (after a stop or a kill). */
   async restart(extra: Partial<HarperOptions> = {}): Promise<TestHarper> {
-    const options = { ...this.options, ...extra };
+    const options = { ...this.options, ...extra, env: { ...this.options.env, ...extra.env } };
     return new TestHarper(await startHarper(options), options);
   }
 }
@@ -93,6 +93,9 @@ export async function bootHarper(extra: Partial<HarperOptions> = {}): Promise<Te
     opsPort: await freePort(),
     output: path.join(os.tmpdir(), `${path.basename(rootPath)}.out`),
     ...extra,
+    // The Bedrock backend reads the AWS chain: give it test credentials, and never let it ask an instance
+    // metadata service.
+    env: { AWS_ACCESS_KEY_ID: 'test-access-key', AWS_SECRET_ACCESS_KEY: 'test-secret-key', AWS_REGION: 'us-east-1', AWS_EC2_METADATA_DISABLED: 'true', ...extra.env },
   };
   return new TestHarper(await startHarper(options), options);
 }

@@ -1,6 +1,7 @@
 // The tool registry: the tools the model may call, their specs for the backends, and argument validation.
 import AjvModule from 'ajv';
 import type { ToolSpec } from '../../resources/models/types.js';
+import { dataTools } from './dataTools.js';
 import { fsTools } from './fsTools.js';
 import { grepFilesTool } from './grepFiles.js';
 import type { Tool } from './types.js';
@@ -31,4 +32,4 @@ export function createToolRegistry(tools: Tool[]): ToolRegistry {
   };
 }
 
-export const defaultTools: Tool[] = [...fsTools, grepFilesTool];
+export const defaultTools: Tool[] = [...fsTools, grepFilesTool, ...dataTools];

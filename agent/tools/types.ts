@@ -6,6 +6,8 @@ export interface ToolContext {
   /** agent.maxToolResultBytes in force for this run: tools size their pages from it. */
   maxResultBytes: number;
   signal: AbortSignal;
+  /** Harper's `databases`, for the data tools. */
+  databases?: Record<string, unknown>;
 }
 
 export interface Tool {
