@@ -64,13 +64,17 @@ export const SHRINK_ADVICE =
 function toSession(record: unknown): Session | undefined {
   if (!record) return undefined;
   const r = record as Record<string, unknown>;
-  // Harper records expose fields as getters; copy them into a plain object the loop can change freely.
+  // Harper records (and the objects nested in them) expose fields as getters, not own properties, so a spread
+  // would drop them: copy the row into plain data the loop can change freely.
+  const plain = (value: unknown) => (value === undefined || value === null ? undefined : JSON.parse(JSON.stringify(value)));
+  const messages = plain(r.messages);
+  const pendingApprovals = plain(r.pendingApprovals);
   return {
     session_id: String(r.session_id),
     user: (r.user as string) ?? null,
     status: ((r.status as SessionStatus) ?? 'idle'),
-    messages: Array.isArray(r.messages) ? [...(r.messages as Message[])] : [],
-    pendingApprovals: Array.isArray(r.pendingApprovals) ? [...(r.pendingApprovals as PendingApproval[])] : [],
+    messages: Array.isArray(messages) ? (messages as Message[]) : [],
+    pendingApprovals: Array.isArray(pendingApprovals) ? (pendingApprovals as PendingApproval[]) : [],
     provider: String(r.provider ?? 'local'),
     model: (r.model as string) ?? null,
     createdAt: Number(r.createdAt ?? 0),

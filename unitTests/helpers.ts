@@ -11,6 +11,19 @@ import type { Tool } from '../agent/tools/types.js';
 import { Models } from '../resources/models/models.js';
 import type { GenerateInput, GenerateOutput, ModelBackend } from '../resources/models/types.js';
 
+/** Like a Harper record: fields (and those of nested objects) are inherited, not own properties. */
+function harperLike(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(harperLike);
+  if (value && typeof value === 'object') {
+    const proto: Record<string, unknown> = {};
+    for (const [k, v] of Object.entries(value)) proto[k] = harperLike(v);
+    const record = Object.create(proto);
+    Object.defineProperty(record, 'toJSON', { value: () => ({ ...proto }), enumerable: false });
+    return record;
+  }
+  return value;
+}
+
 export class MemoryTable implements SessionTable {
   readonly rows = new Map<string, string>();
   puts = 0;
@@ -22,7 +35,7 @@ export class MemoryTable implements SessionTable {
   async get(id: string) {
     await this.pause();
     const row = this.rows.get(id);
-    return row ? JSON.parse(row) : undefined;
+    return row ? harperLike(JSON.parse(row)) : undefined;
   }
   async put(id: string, record: Record<string, unknown>) {
     await this.pause();
@@ -30,7 +43,7 @@ export class MemoryTable implements SessionTable {
     this.rows.set(id, JSON.stringify(record));
   }
   async *search() {
-    for (const row of this.rows.values()) yield JSON.parse(row);
+    for (const row of this.rows.values()) yield harperLike(JSON.parse(row));
   }
 }
 

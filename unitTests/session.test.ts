@@ -21,7 +21,7 @@ describe('SessionStore', () => {
     const s = await store.create({ user: 'u', provider: 'local', model: null });
     await Promise.all(
       Array.from({ length: 50 }, async (_, i) => {
-        const row = (await table.get(s.session_id))!;
+        const row = JSON.parse(JSON.stringify(await table.get(s.session_id)));
         row.messages.push({ role: 'user', content: `m${i}` });
         await table.put(s.session_id, row);
       })
