@@ -3,7 +3,7 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { refuseKeyMaterial } from './keyMaterial.js';
+import { afterLastEndLine, firstArmorLineStart, KeyMaterialError, refuseKeyMaterial, resumeAfterKey } from './keyMaterial.js';
 import { costModel, cutToEscaped, escapedCost, escapedLength, isValidUtf8, pageBudget, slicePage, type CostModel } from './paging.js';
 import { openChecked, resolveScoped, SCOPE_NAMES } from './scopes.js';
 import { ToolError, type Tool, type ToolContext } from './types.js';
@@ -70,12 +70,14 @@ async function readChunk(handle: fs.FileHandle, position: number, length: number
   return filled === length ? buf : buf.subarray(0, filled);
 }
 
-/** The widest a read_file result's fields can be, text aside: offsets stay within size, line numbers within
- * startLine plus the bytes left; totalLines never appears with nextLine and nextOffset. */
-function readSkeleton(display: string, size: number, offset: number, startLine: number): Record<string, unknown> {
-  const line = startLine + (size - offset);
-  return { path: display, size, offset: size, startLine: line, endLine: line, content: '', nextLine: line, nextOffset: size, lineTruncated: true, invalidUtf8: true };
+/** The widest a read_file result's fields can be, text aside: offsets stay within size, a page holds fewer lines
+ * than the half cap has bytes, and totalLines never appears with nextLine and nextOffset. The invalidUtf8 flag is
+ * paid for only by a page that needs it (INVALID_UTF8_FIELD). */
+function readSkeleton(display: string, size: number, offset: number, startLine: number, maxResultBytes: number): Record<string, unknown> {
+  const line = startLine + Math.min(size - offset, Math.floor(maxResultBytes / 2));
+  return { path: display, size, offset: size, startLine: line, endLine: line, content: '', nextLine: line, nextOffset: size, lineTruncated: true };
 }
+const INVALID_UTF8_FIELD = Buffer.byteLength(',"invalidUtf8":true');
 
 /** Bytes a page may read: its text cannot be shorter escaped than raw, plus 4 to see past a cut character. */
 const readLength = (budget: number) => budget + 4;
@@ -90,7 +92,7 @@ export async function readFile(args: Record<string, unknown>, ctx: ToolContext, 
   const handle = await openChecked(resolved);
   try {
     const size = (await handle.stat()).size;
-    pageBudget(ctx.maxResultBytes, readSkeleton(resolved.display, size, 0, 1), resolved.display);
+    pageBudget(ctx.maxResultBytes, readSkeleton(resolved.display, size, 0, 1, ctx.maxResultBytes), resolved.display);
     const startLine = (args.startLine as number | undefined) ?? 1;
     const maxLines = (args.lineCount as number | undefined) ?? Number.POSITIVE_INFINITY;
     let offset: number;
@@ -107,7 +109,7 @@ export async function readFile(args: Record<string, unknown>, ctx: ToolContext, 
     } else {
       offset = await findLineStart(handle, size, startLine, resolved.display);
     }
-    const budget = pageBudget(ctx.maxResultBytes, readSkeleton(resolved.display, size, offset, startLine), resolved.display);
+    const budget = pageBudget(ctx.maxResultBytes, readSkeleton(resolved.display, size, offset, startLine, ctx.maxResultBytes), resolved.display);
     const buf = await readChunk(handle, offset, Math.min(readLength(budget), size - offset));
     const atEof = offset + buf.length >= size;
     let model: CostModel = costModel(buf, true);
@@ -116,10 +118,21 @@ export async function readFile(args: Record<string, unknown>, ctx: ToolContext, 
     const valid = isValidUtf8(page);
     if (!valid) {
       model = costModel(buf, false);
-      slice = slicePage(buf, atEof, budget, maxLines, model);
+      slice = slicePage(buf, atEof, budget - INVALID_UTF8_FIELD, maxLines, model);
       page = buf.subarray(0, slice.end);
     }
-    await refuseKeyMaterial(handle, resolved.display, offset, page, options.lookBack !== false);
+    // A page that runs into a key stops before the key's first line, so the text before a key is still served.
+    const armorAt = slice.lineTruncated ? -1 : firstArmorLineStart(page);
+    if (armorAt > 0) {
+      page = page.subarray(0, armorAt);
+      slice = { end: armorAt, lines: countLines(page), lineTruncated: false };
+    }
+    try {
+      await refuseKeyMaterial(handle, resolved.display, offset, page, options.lookBack !== false);
+    } catch (error) {
+      if (!(error instanceof KeyMaterialError)) throw error;
+      throw new KeyMaterialError(error.message + '.' + (await resumeAfterKey(handle, offset, startLine, size)));
+    }
     const endLine = slice.lines === 0 ? startLine - 1 : startLine + slice.lines - 1;
     const nextOffset = offset + slice.end;
     const result: ReadFileResult = { path: resolved.display, size, offset, startLine, endLine, content: page.toString('utf8') };
@@ -135,6 +148,12 @@ export async function readFile(args: Record<string, unknown>, ctx: ToolContext, 
   } finally {
     await handle.close();
   }
+}
+
+function countLines(page: Buffer): number {
+  let n = 0;
+  for (let i = page.indexOf(10); i !== -1; i = page.indexOf(10, i + 1)) n++;
+  return n;
 }
 
 const readFileTool: Tool = {
@@ -207,6 +226,13 @@ export async function tailFile(args: Record<string, unknown>, ctx: ToolContext, 
       pos = from;
       count = 1;
       lineTruncated = true;
+    }
+    // A tail that holds a key's END line starts after it (a tail ending inside a key is refused below).
+    const afterKey = afterLastEndLine(buf.subarray(pos));
+    if (afterKey !== -1 && afterKey < buf.length - pos) {
+      const skipped = buf.subarray(pos, pos + afterKey);
+      count = Math.max(1, count - countLines(skipped));
+      pos += afterKey;
     }
     const window = buf.subarray(pos);
     await refuseKeyMaterial(handle, resolved.display, start + pos, window, options.lookBack !== false);

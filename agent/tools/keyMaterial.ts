@@ -11,19 +11,54 @@ export const LOOK_BACK_BYTES = 128 * 1024;
  * (a key embedded in YAML), CR allowed. A longer line (a minified bundle) is not key body. */
 const BODY_LINE = /^[ \t]*[A-Za-z0-9+/=]{1,80}[ \t]*\r?$/;
 const LONGEST_ARMOR_LINE = 64;
+/** How far past a refused window read_file looks for the key's END line, to say where to resume. */
+const RESUME_SEARCH_BYTES = 1024 * 1024;
+
+export class KeyMaterialError extends ToolError {}
+
+interface Armor {
+  kind: 'BEGIN' | 'END';
+  /** Where the match starts, and where the line holding it starts. */
+  index: number;
+  lineStart: number;
+  end: number;
+}
+
+function armorLines(text: string): Armor[] {
+  const out: Armor[] = [];
+  ARMOR.lastIndex = 0;
+  for (let m = ARMOR.exec(text); m; m = ARMOR.exec(text)) {
+    out.push({ kind: m[1] as Armor['kind'], index: m.index, lineStart: text.lastIndexOf('\n', m.index - 1) + 1, end: m.index + m[0].length });
+  }
+  return out;
+}
 
 export function holdsArmorLine(bytes: Buffer): boolean {
   ARMOR.lastIndex = 0;
   return ARMOR.test(bytes.toString('latin1', 0, bytes.length));
 }
 
+/** Byte index where the line holding the first armor line of `bytes` starts, or -1. */
+export function firstArmorLineStart(bytes: Buffer): number {
+  const [first] = armorLines(bytes.toString('latin1', 0, bytes.length));
+  return first ? first.lineStart : -1;
+}
+
+/** Byte index just after the line holding the last armor line of `bytes`, if that line is an END; else -1. */
+export function afterLastEndLine(bytes: Buffer): number {
+  const all = armorLines(bytes.toString('latin1', 0, bytes.length));
+  const last = all[all.length - 1];
+  if (!last || last.kind !== 'END') return -1;
+  const nl = bytes.indexOf(10, last.end);
+  return nl === -1 ? bytes.length : nl + 1;
+}
+
 /** Is `before` (the bytes just before a window) inside a private key: an unclosed BEGIN, or nothing but key body? */
 export function insideKey(before: string, armorMayBeginUntil: number, reachesFileStart: boolean): 'begin' | 'body' | false {
-  let last: string | undefined;
-  ARMOR.lastIndex = 0;
-  for (let m = ARMOR.exec(before); m; m = ARMOR.exec(before)) {
-    if (m.index >= armorMayBeginUntil) break; // only armor lines that begin before the window count
-    last = m[1];
+  let last: Armor['kind'] | undefined;
+  for (const a of armorLines(before)) {
+    if (a.index >= armorMayBeginUntil) break; // only armor lines that begin before the window count
+    last = a.kind;
   }
   if (last === 'BEGIN') return 'begin';
   if (last === 'END' || reachesFileStart) return false;
@@ -35,27 +70,35 @@ export function insideKey(before: string, armorMayBeginUntil: number, reachesFil
 }
 
 /**
- * Refuses the window [start, end) of a file when it holds an armor line or falls inside a key.
+ * Refuses the window [start, start + window.length) of a file when it holds an armor line or falls inside a key.
  * `window` is the window's bytes, already read.
  */
-export async function refuseKeyMaterial(
-  handle: FileHandle,
-  display: string,
-  start: number,
-  window: Buffer,
-  lookBack = true
-): Promise<void> {
-  if (holdsArmorLine(window)) throw new ToolError(`${display}: this part of the file holds a PEM private key and is never served`);
+export async function refuseKeyMaterial(handle: FileHandle, display: string, start: number, window: Buffer, lookBack = true): Promise<void> {
+  if (holdsArmorLine(window)) throw new KeyMaterialError(`${display}: this part of the file holds a PEM private key and is never served`);
   if (!lookBack || start === 0) return;
   const from = Math.max(0, start - LOOK_BACK_BYTES);
   const length = start - from + LONGEST_ARMOR_LINE;
   const buf = Buffer.allocUnsafe(length);
   const { bytesRead } = await handle.read(buf, 0, length, from);
   const verdict = insideKey(buf.toString('latin1', 0, bytesRead), start - from, from === 0);
-  if (verdict === 'begin') throw new ToolError(`${display}: this part of the file is inside a PEM private key and is never served`);
+  if (verdict === 'begin') throw new KeyMaterialError(`${display}: this part of the file is inside a PEM private key and is never served`);
   if (verdict === 'body') {
-    throw new ToolError(
+    throw new KeyMaterialError(
       `${display}: this part of the file may be inside a PEM private key (the ${LOOK_BACK_BYTES / 1024} KiB before it are nothing but key-body lines), so it is not served`
     );
   }
+}
+
+/** Where paging can go on after a refused window: the line after the key's END line, as read_file cursors. */
+export async function resumeAfterKey(handle: FileHandle, offset: number, startLine: number, size: number): Promise<string> {
+  const buf = Buffer.allocUnsafe(Math.min(RESUME_SEARCH_BYTES, size - offset));
+  const { bytesRead } = await handle.read(buf, 0, buf.length, offset);
+  const text = buf.toString('latin1', 0, bytesRead);
+  const end = armorLines(text).find((a) => a.kind === 'END');
+  if (!end) return ' No END line follows within 1 MiB: skip ahead with a larger startLine, or use grep_files.';
+  const nl = text.indexOf('\n', end.end);
+  if (nl === -1 || offset + nl + 1 >= size) return ' The key runs to the end of the file.';
+  let lines = 0;
+  for (let i = text.indexOf('\n'); i !== -1 && i <= nl; i = text.indexOf('\n', i + 1)) lines++;
+  return ` Continue after it with startLine ${startLine + lines} and offset ${offset + nl + 1}.`;
 }
