@@ -4,7 +4,7 @@
 import { randomUUID } from 'node:crypto';
 import { threadId } from 'node:worker_threads';
 import { errorInfo, toolResultText, truncateWithMarker } from '../resources/models/agentLoop.js';
-import { isAbortError, isModelError } from '../resources/models/backendHelpers.js';
+import { isAbortError, isModelError, ModelError } from '../resources/models/backendHelpers.js';
 import { Models } from '../resources/models/models.js';
 import type { GenerateOutput, Message, ModelBackend, ToolCall, ToolMessage } from '../resources/models/types.js';
 import type { AgentConfig } from './agent.js';
@@ -81,14 +81,40 @@ function buildInput(deps: LoopDeps, session: Session, req: TurnRequest) {
   };
 }
 
+/** A conversation at least this large that gets a `length` finish with nothing produced is taken as overflowed. */
+export const SILENT_OVERFLOW_MIN_BYTES = 32 * 1024;
+
 /**
- * One model call. A context-window rejection cuts the newest group of large tool results to 2 KiB heads
- * (persisted) and retries once; nothing left to cut, or a second rejection, ends the run with what to do.
+ * Servers that truncate the prompt instead of rejecting it (Ollama), or stop at `length` with no output, overflow
+ * silently. Returns why this answer looks like one, or null.
+ */
+export function silentOverflow(out: GenerateOutput, config: AgentConfig, conversationBytes: number): string | null {
+  const window = config.contextWindowTokens;
+  if (window && out.usage && out.usage.inputTokens >= window) {
+    return `the provider reported ${out.usage.inputTokens} input tokens, all of agent.contextWindowTokens (${window}): it most likely cut the conversation (a silent overflow)`;
+  }
+  if (out.finishReason === 'length' && !out.text.trim() && out.toolCalls.length === 0 && conversationBytes >= SILENT_OVERFLOW_MIN_BYTES) {
+    return `the model stopped at its length limit having produced nothing while the conversation is ${conversationBytes} bytes: the server most likely ran out of context (a silent overflow)`;
+  }
+  return null;
+}
+
+async function callModel(deps: LoopDeps, session: Session, req: TurnRequest): Promise<GenerateOutput> {
+  const input = buildInput(deps, session, req);
+  const out = await req.backend.generate(input, req.signal);
+  const silent = silentOverflow(out, req.config, Buffer.byteLength(JSON.stringify(input.messages)));
+  if (silent) throw new ModelError(silent, req.backend.provider, 400, true, 'silent_overflow');
+  return out;
+}
+
+/**
+ * One model call. A context-window rejection (or a silent overflow) cuts the newest group of large tool results to
+ * 2 KiB heads (persisted) and retries once; nothing left to cut, or a second rejection, ends the run with what to do.
  */
 export async function generateTurn(deps: LoopDeps, id: string, req: TurnRequest): Promise<GenerateOutput> {
   const session = (await deps.store.get(id))!;
   try {
-    return await req.backend.generate(buildInput(deps, session, req), req.signal);
+    return await callModel(deps, session, req);
   } catch (error) {
     if (!isModelError(error) || !error.contextWindowExceeded || req.signal.aborted) throw error;
     deps.log?.(`harper-agent: session ${id}: ${error.message}; cutting the newest tool results and retrying once`);
@@ -101,7 +127,7 @@ export async function generateTurn(deps: LoopDeps, id: string, req: TurnRequest)
     if (req.signal.aborted) throw new DOMException('cancelled', 'AbortError');
     const shrunk = (await deps.store.get(id))!;
     try {
-      return await req.backend.generate(buildInput(deps, shrunk, req), req.signal);
+      return await callModel(deps, shrunk, req);
     } catch (retryError) {
       if (isModelError(retryError) && retryError.contextWindowExceeded && !req.signal.aborted) {
         throw new RunError(

@@ -282,3 +282,31 @@ describe('context-window recovery (generateTurn)', () => {
     expect(t!.content).to.contain('full result is 8192 bytes');
   });
 });
+
+describe('silent overflow', () => {
+  const bigResult = () => calls(['read_file', { root: 'logs', path: 'silent.log' }]);
+  const seed = (h: Harness) => writeFileSync(path.join(h.scopes.logs, 'silent.log'), ('s'.repeat(99) + '\n').repeat(500));
+
+  it('a length finish with nothing produced on a large conversation is shrunk and retried', async () => {
+    const h = harness([bigResult(), { text: '', toolCalls: [], finishReason: 'length' }, text('recovered')]);
+    seed(h);
+    const s = await prompt(h, 'read');
+    expect(s.status, s.lastError ?? '').to.equal('completed');
+    expect(toolMessages(s)[0]!.cut).to.equal('context');
+  });
+
+  it('usage at agent.contextWindowTokens is a silent overflow; failing twice says which in lastError', async () => {
+    const full = { text: 'partial answer', toolCalls: [], finishReason: 'stop' as const, usage: { inputTokens: 8000, outputTokens: 3 } };
+    const h = harness([bigResult(), full, full], { contextWindowTokens: 8000 });
+    seed(h);
+    const s = await prompt(h, 'read');
+    expect(s.status).to.equal('error');
+    expect(s.lastError).to.match(/still longer than the model's context window .*the provider reported 8000 input tokens, all of agent\.contextWindowTokens \(8000\).*silent overflow.*To continue: shorten the prompt, or start a new session\.$/);
+  });
+
+  it('a length finish on a small conversation stays a cut-short answer', async () => {
+    const h = harness([{ text: '', toolCalls: [], finishReason: 'length' }]);
+    const s = await prompt(h, 'hi');
+    expect(s.lastError).to.match(/cut short at agent\.maxTokens/);
+  });
+});

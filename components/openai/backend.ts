@@ -24,12 +24,32 @@ export function toOpenAIMessages(input: GenerateInput): ChatCompletionMessagePar
   return out;
 }
 
+/** The SDK's message, or the server's own when the SDK found none in the places OpenAI uses. */
+function errorMessage(sdkMessage: string, rawBody: string | undefined): string {
+  if (!/status code \(no body\)/.test(sdkMessage) || !rawBody) return sdkMessage;
+  try {
+    const body = JSON.parse(rawBody);
+    const found = [body?.message, body?.detail, Array.isArray(body) ? body[0]?.error?.message : undefined].find((m) => typeof m === 'string');
+    return found ? `${sdkMessage.replace(/ status code \(no body\)/, '')} ${found}` : sdkMessage;
+  } catch {
+    return `${sdkMessage.replace(/ status code \(no body\)/, '')} ${rawBody.slice(0, 500)}`;
+  }
+}
+
 export class OpenAIBackend implements ModelBackend {
   readonly provider = 'openai';
   private readonly client: OpenAI;
+  /** The raw body of the newest error response. The SDK keeps only its `error` field, and OpenAI-compatible servers
+   * (vLLM, Mistral, LM Studio) put their wording elsewhere. A backend serves one run, so requests are sequential. */
+  private lastErrorBody: string | undefined;
 
   constructor(private readonly options: BackendOptions) {
     this.client = new OpenAI({
+      fetch: async (url: string | URL | Request, init?: RequestInit) => {
+        const response = await fetch(url, init);
+        if (!response.ok) this.lastErrorBody = await response.clone().text().catch(() => undefined);
+        return response;
+      },
       // An OpenAI-compatible server may need no key; the SDK insists on one, and a wrong one gets a clear 401.
       apiKey: options.apiKey ?? process.env.OPENAI_API_KEY ?? 'no-api-key-set',
       baseURL: options.baseUrl ?? process.env.OPENAI_BASE_URL ?? undefined,
@@ -41,6 +61,7 @@ export class OpenAIBackend implements ModelBackend {
   async generate(input: GenerateInput, signal: AbortSignal): Promise<GenerateOutput> {
     const tools: ChatCompletionTool[] = input.tools.map((t) => ({ type: 'function', function: { name: t.name, description: t.description, parameters: t.parameters } }));
     let completion: OpenAI.Chat.Completions.ChatCompletion;
+    this.lastErrorBody = undefined;
     try {
       completion = await this.client.chat.completions.create(
         { model: input.model, messages: toOpenAIMessages(input), max_tokens: input.maxTokens, ...(tools.length ? { tools } : {}) },
@@ -49,7 +70,7 @@ export class OpenAIBackend implements ModelBackend {
     } catch (error) {
       if (isAbortError(error, signal)) throw error;
       if (error instanceof OpenAI.APIError && error.status !== undefined) {
-        throw classifyProviderError('openai', { status: error.status, code: error.code ?? undefined, type: error.type, message: error.message, body: error.error });
+        throw classifyProviderError('openai', { status: error.status, code: error.code ?? undefined, type: error.type, message: errorMessage(error.message, this.lastErrorBody), body: this.lastErrorBody ?? error.error });
       }
       throw networkError('openai', error, this.options.requestTimeoutMs);
     }

@@ -1,0 +1,70 @@
+// Every OpenAI-compatible server's overflow, through Harper and the real OpenAI SDK: the run recovers by cutting the
+// newest page, or ends with the actionable lastError. Silent overflows too.
+import { expect } from 'chai';
+import { sharedHarper, type TestHarper } from './harness.js';
+import { NOT_OVERFLOW_SAMPLES, OVERFLOW_SAMPLES } from './providerServer/overflowSamples.js';
+import { pagerResponder } from './providerServer/pager.js';
+import { ProviderServer } from './providerServer/server.js';
+import { providerSettings, twoPrompts, writeBigLog } from './recoveryScenarios.js';
+import { useLocal } from './providers.test.js';
+
+describe('overflow detection for OpenAI-compatible servers', function () {
+  let h: TestHarper;
+  const server = new ProviderServer();
+  before(async function () {
+    this.timeout(120_000);
+    h = await sharedHarper();
+    await server.start();
+    writeBigLog(h.logsDir);
+  });
+  after(async () => {
+    await useLocal(h);
+    await server.close();
+  });
+
+  for (const sample of OVERFLOW_SAMPLES) {
+    it(`${sample.server}: rejected at 45 KB, the page is cut, the retry completes`, async () => {
+      const run = twoPrompts(h, server, 'openai', 45_000);
+      server.contextError = () => ({ status: sample.status, body: sample.body });
+      const r = await run;
+      const two = r.runs[1]!;
+      expect(two.status, two.lastError ?? '').to.equal('completed');
+      expect(two.requests.filter((q) => q.rejected)).to.have.length(1);
+      expect(two.toolMessageBytes[1]).to.be.at.most(2048);
+    });
+  }
+
+  for (const sample of NOT_OVERFLOW_SAMPLES) {
+    it(`${sample.server} (${sample.status}) is not taken for an overflow: the run ends error, nothing is cut`, async () => {
+      server.reset([{ error: { status: sample.status, body: sample.body } }]);
+      await h.setConfig({ ...providerSettings('openai', server), maxToolResultBytes: 65536 });
+      const s = await h.prompt('hello');
+      expect(s.status).to.equal('error');
+      expect(s.lastError).to.match(new RegExp(`^openai request failed \\(HTTP ${sample.status}\\)`));
+      expect(server.requests).to.have.length(1);
+    });
+  }
+
+  it('a server that truncates silently (length, nothing produced) is recovered like a rejection', async () => {
+    const pager = pagerResponder('logs', 'big.log');
+    server.reset();
+    server.responder = (req) => (req.bytes > 45_000 ? { finish: 'length', text: '' } : pager(req));
+    await h.setConfig({ ...providerSettings('openai', server), maxToolResultBytes: 65536 });
+    const one = await h.prompt('Read logs/big.log');
+    const two = await h.prompt('Read the next page of logs/big.log', one.session_id);
+    expect(two.status, two.lastError).to.equal('completed');
+    const tools = two.messages.filter((m: any) => m.role === 'tool');
+    expect(tools.map((m: any) => m.cut ?? null)).to.deep.equal([null, 'context']);
+  });
+
+  it('usage at agent.contextWindowTokens is a silent overflow; when the retry overflows too, lastError says so', async () => {
+    server.reset();
+    server.responder = (req) => ({ text: 'an answer from a cut prompt', usage: { input: 9000, output: 5 } });
+    await h.setConfig({ ...providerSettings('openai', server), contextWindowTokens: 9000 });
+    server.script = [{ toolCalls: [{ name: 'read_file', arguments: { root: 'logs', path: 'big.log' } }] }];
+    const s = await h.prompt('Read logs/big.log');
+    expect(s.status).to.equal('error');
+    expect(s.lastError).to.match(/reported 9000 input tokens, all of agent\.contextWindowTokens \(9000\).*a silent overflow.*start a new session\.$/);
+    await h.setConfig({ contextWindowTokens: null });
+  });
+});

@@ -1,0 +1,34 @@
+import { expect } from 'chai';
+import { NOT_OVERFLOW_SAMPLES, OVERFLOW_SAMPLES } from '../integrationTests/providerServer/overflowSamples.js';
+import { classifyProviderError, isContextWindowExceeded } from '../resources/models/backendHelpers.js';
+
+const failureOf = (s: { status: number; body: unknown }) => {
+  const err = (s.body as { error?: { message?: string; code?: unknown; type?: string } })?.error;
+  return { status: s.status, message: typeof err?.message === 'string' ? err.message : undefined, code: typeof err?.code === 'string' ? err.code : undefined, body: s.body };
+};
+
+describe('isContextWindowExceeded', () => {
+  for (const sample of OVERFLOW_SAMPLES) {
+    it(`flags ${sample.server}`, () => expect(isContextWindowExceeded(failureOf(sample))).to.equal(true));
+  }
+  for (const sample of NOT_OVERFLOW_SAMPLES) {
+    it(`does not flag ${sample.server} (${sample.status})`, () => expect(isContextWindowExceeded(failureOf(sample))).to.equal(false));
+  }
+  it('flags 413 alone and 422 with wording; never other statuses, whatever the wording', () => {
+    expect(isContextWindowExceeded({ status: 413, message: 'Payload Too Large' })).to.equal(true);
+    expect(isContextWindowExceeded({ status: 422, message: 'Input prompt (9000 tokens) is too long and exceeds limit of 8192' })).to.equal(true);
+    for (const status of [401, 403, 404, 429, 500, 502, 503]) {
+      expect(isContextWindowExceeded({ status, message: 'prompt is too long', code: 'context_length_exceeded' })).to.equal(false);
+    }
+    expect(isContextWindowExceeded({ message: 'maximum context length is 10 tokens' })).to.equal(false);
+  });
+  it('reads JSON nested in a message string', () => {
+    const nested = JSON.stringify({ error: { code: 'context_length_exceeded' } });
+    expect(isContextWindowExceeded({ status: 400, message: `upstream said: ${nested}` })).to.equal(true);
+  });
+  it('classifyProviderError gives an actionable message and never surfaces a Bedrock message', () => {
+    const e = classifyProviderError('bedrock', { status: 403, code: 'AccessDeniedException', message: 'User arn:aws:iam::123:user/x is not authorized' }, { surfaceMessage: false, label: 'AccessDeniedException' });
+    expect(e.message).to.equal('bedrock request failed (HTTP 403): AccessDeniedException. Check the provider credentials (API key or AWS credentials).');
+    expect(classifyProviderError('openai', { status: 429, message: 'Rate limit reached' }).message).to.equal('openai request failed (HTTP 429): Rate limit reached. The provider is rate limiting; try again later.');
+  });
+});
