@@ -255,3 +255,43 @@ describe('scopes', () => {
   });
   it('refuses unknown roots', () => refuse('etc', 'passwd', /root must be one of components, logs, config/));
 });
+
+describe('paths under attack', () => {
+  it('a symlink swapped in between the check and the open is refused (O_NOFOLLOW)', async () => {
+    const { resolveScoped, openChecked } = await import('../agent/tools/scopes.js');
+    const { renameSync, symlinkSync: link, writeFileSync: write } = await import('node:fs');
+    write(path.join(scopes.logs, 'swap.log'), 'innocent\n');
+    const resolved = await resolveScoped(scopes, 'logs', 'swap.log');
+    write(path.join(scopes.base, 'secret.txt'), 'secret\n');
+    renameSync(path.join(scopes.logs, 'swap.log'), path.join(scopes.logs, 'swap.old'));
+    link(path.join(scopes.base, 'secret.txt'), path.join(scopes.logs, 'swap.log'));
+    const e = await openChecked(resolved).then(() => null, (err: Error) => err);
+    expect(e?.message).to.equal('logs/swap.log changed into a symlink while it was checked');
+  });
+
+  it('a file replaced between the check and the open is refused', async () => {
+    const { resolveScoped, openChecked } = await import('../agent/tools/scopes.js');
+    const { rmSync, writeFileSync: write } = await import('node:fs');
+    write(path.join(scopes.logs, 'replaced.log'), 'one\n');
+    const resolved = await resolveScoped(scopes, 'logs', 'replaced.log');
+    rmSync(path.join(scopes.logs, 'replaced.log'));
+    write(path.join(scopes.logs, 'other.log'), 'two\n');
+    write(path.join(scopes.logs, 'replaced.log'), 'two\n');
+    const e = await openChecked(resolved).then(() => null, (err: Error) => err);
+    expect(e?.message).to.equal('logs/replaced.log changed while it was checked');
+  });
+
+  it('very long paths get a clear error', async () => {
+    const e1 = await readFile({ root: 'logs', path: 'a/'.repeat(2100) + 'x' }, ctx(65536)).then(() => null, (err: Error) => err);
+    expect(e1?.message).to.equal('path is longer than 4096 bytes');
+    const e2 = await readFile({ root: 'logs', path: 'n'.repeat(300) }, ctx(65536)).then(() => null, (err: Error) => err);
+    expect(e2?.message).to.equal(`cannot open logs/${'n'.repeat(300)}: ENAMETOOLONG`);
+  });
+
+  it('a name with a newline is read like any other', async () => {
+    writeFileSync(path.join(scopes.logs, 'odd\nname.log'), 'fine\n');
+    const r = await readFile({ root: 'logs', path: 'odd\nname.log' }, ctx(65536));
+    expect(r).to.include({ path: 'logs/odd\nname.log', content: 'fine\n' });
+    expect(JSON.parse(capObservation(call, r, false, 65536).content).path).to.equal('logs/odd\nname.log');
+  });
+});

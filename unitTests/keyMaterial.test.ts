@@ -108,8 +108,8 @@ describe('key material is never served', () => {
   it('only armor lines that begin before the window count: a window on the last body line, END just after, is inside', () => {
     const before = 'log line\n-----BEGIN PRIVATE KEY-----\n' + 'A'.repeat(64) + '\n';
     const text = before + 'QUJD==\n-----END PRIVATE KEY-----\n';
-    expect(insideKey(text, before.length, true)).to.equal('begin');
-    expect(insideKey(text, text.length, true)).to.equal(false);
+    expect(insideKey(Buffer.from(text), before.length, true)).to.equal('begin');
+    expect(insideKey(Buffer.from(text), text.length, true)).to.equal(false);
   });
 
   it('a synthetic ~187 KiB key block longer than the look-back fails closed deep inside it, plain and indented', async () => {

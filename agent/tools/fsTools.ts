@@ -3,9 +3,10 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { afterLastEndLine, firstArmorLineStart, KeyMaterialError, refuseKeyMaterial, resumeAfterKey } from './keyMaterial.js';
+import { afterLastEndLine, firstArmorLineStart, KeyMaterialError, LOOK_BACK_BYTES, refuseKeyMaterial, resumeAfterKey } from './keyMaterial.js';
 import { costModel, cutToEscaped, escapedCost, escapedLength, isValidUtf8, pageBudget, slicePage, type CostModel } from './paging.js';
-import { openChecked, resolveScoped, SCOPE_NAMES } from './scopes.js';
+import { withScratch } from './scratch.js';
+import { openChecked, resolveScoped, SCOPE_NAMES, type CheckedFile } from './scopes.js';
 import { ToolError, type Tool, type ToolContext } from './types.js';
 
 const rootParam = {
@@ -33,34 +34,35 @@ export interface ReadFileResult {
 }
 
 /** Byte offset where line `startLine` (1-based) begins, streaming from the start: what the byte cursor saves. */
-async function findLineStart(handle: fs.FileHandle, size: number, startLine: number, display: string): Promise<number> {
+async function findLineStart(handle: CheckedFile, size: number, startLine: number, display: string): Promise<number> {
   if (startLine === 1) return 0;
-  const chunk = Buffer.allocUnsafe(1 << 20);
   let seen = 0;
-  let position = 0;
-  while (position < size) {
-    const { bytesRead } = await handle.read(chunk, 0, chunk.length, position);
-    if (bytesRead === 0) break;
-    for (let i = chunk.indexOf(10); i !== -1 && i < bytesRead; i = chunk.indexOf(10, i + 1)) {
-      if (++seen === startLine - 1) {
-        const offset = position + i + 1;
-        if (offset < size) return offset;
+  const found = await withScratch(1 << 20, async (chunk) => {
+    for (let position = 0; position < size; ) {
+      const { bytesRead } = await handle.read(chunk, 0, chunk.length, position);
+      if (bytesRead === 0) break;
+      const data = chunk.subarray(0, bytesRead);
+      for (let i = data.indexOf(10); i !== -1; i = data.indexOf(10, i + 1)) {
+        if (++seen === startLine - 1 && position + i + 1 < size) return position + i + 1;
       }
+      position += bytesRead;
     }
-    position += bytesRead;
-  }
+    return -1;
+  });
+  if (found !== -1) return found;
   const total = size === 0 ? 0 : seen + (await lastByte(handle, size) === 10 ? 0 : 1);
   throw new ToolError(`startLine ${startLine} is past the end of ${display} (${total} lines)`);
 }
 
-async function lastByte(handle: fs.FileHandle, size: number): Promise<number> {
+async function lastByte(handle: CheckedFile, size: number): Promise<number> {
   const b = Buffer.alloc(1);
   await handle.read(b, 0, 1, size - 1);
   return b[0]!;
 }
 
-async function readChunk(handle: fs.FileHandle, position: number, length: number): Promise<Buffer> {
-  const buf = Buffer.allocUnsafe(length);
+/** Fills `buf` from `position` (less at the end of the file); returns the part filled. */
+async function readChunk(handle: CheckedFile, position: number, buf: Buffer): Promise<Buffer> {
+  const length = buf.length;
   let filled = 0;
   while (filled < length) {
     const { bytesRead } = await handle.read(buf, filled, length - filled, position + filled);
@@ -89,9 +91,8 @@ export interface ReadOptions {
 
 export async function readFile(args: Record<string, unknown>, ctx: ToolContext, options: ReadOptions = {}): Promise<ReadFileResult> {
   const resolved = await resolveScoped(ctx.scopes, args.root, args.path);
-  const handle = await openChecked(resolved);
+  const { handle, size } = await openChecked(resolved);
   try {
-    const size = (await handle.stat()).size;
     pageBudget(ctx.maxResultBytes, readSkeleton(resolved.display, size, 0, 1, ctx.maxResultBytes), resolved.display);
     const startLine = (args.startLine as number | undefined) ?? 1;
     const maxLines = (args.lineCount as number | undefined) ?? Number.POSITIVE_INFINITY;
@@ -103,48 +104,53 @@ export async function readFile(args: Record<string, unknown>, ctx: ToolContext, 
         throw new ToolError(`offset ${offset} is past the end of ${resolved.display} (${size} bytes)`);
       }
       if (offset > 0 && offset < size) {
-        const b = await readChunk(handle, offset, 1);
+        const b = await readChunk(handle, offset, Buffer.alloc(1));
         if ((b[0]! & 0xc0) === 0x80) throw new ToolError(`offset ${offset} is inside a UTF-8 character: pass an offset from nextOffset`);
       }
     } else {
       offset = await findLineStart(handle, size, startLine, resolved.display);
     }
     const budget = pageBudget(ctx.maxResultBytes, readSkeleton(resolved.display, size, offset, startLine, ctx.maxResultBytes), resolved.display);
-    const buf = await readChunk(handle, offset, Math.min(readLength(budget), size - offset));
-    const atEof = offset + buf.length >= size;
-    let model: CostModel = costModel(buf, true);
-    let slice = slicePage(buf, atEof, budget, maxLines, model);
-    let page = buf.subarray(0, slice.end);
-    const valid = isValidUtf8(page);
-    if (!valid) {
-      model = costModel(buf, false);
-      slice = slicePage(buf, atEof, budget - INVALID_UTF8_FIELD, maxLines, model);
-      page = buf.subarray(0, slice.end);
-    }
-    // A page that runs into a key stops before the key's first line, so the text before a key is still served.
-    const armorAt = slice.lineTruncated ? -1 : firstArmorLineStart(page);
-    if (armorAt > 0) {
-      page = page.subarray(0, armorAt);
-      slice = { end: armorAt, lines: countLines(page), lineTruncated: false };
-    }
-    try {
-      await refuseKeyMaterial(handle, resolved.display, offset, page, options.lookBack !== false);
-    } catch (error) {
-      if (!(error instanceof KeyMaterialError)) throw error;
-      throw new KeyMaterialError(error.message + '.' + (await resumeAfterKey(handle, offset, startLine, size)));
-    }
-    const endLine = slice.lines === 0 ? startLine - 1 : startLine + slice.lines - 1;
-    const nextOffset = offset + slice.end;
-    const result: ReadFileResult = { path: resolved.display, size, offset, startLine, endLine, content: page.toString('utf8') };
-    if (nextOffset < size) {
-      result.nextLine = slice.lineTruncated || (slice.end > 0 && page[page.length - 1] !== 10) ? endLine : endLine + 1;
-      result.nextOffset = nextOffset;
-    } else {
-      result.totalLines = endLine;
-    }
-    if (slice.lineTruncated) result.lineTruncated = true;
-    if (!valid) result.invalidUtf8 = true;
-    return result;
+    // One read holds the key look-back and the page.
+    const from = options.lookBack === false ? offset : Math.max(0, offset - LOOK_BACK_BYTES);
+    return await withScratch(offset - from + Math.min(readLength(budget), size - offset), async (scratch) => {
+      const region = await readChunk(handle, from, scratch);
+      const buf = region.subarray(offset - from);
+      const atEof = offset + buf.length >= size;
+      let model: CostModel = costModel(buf, true);
+      let slice = slicePage(buf, atEof, budget, maxLines, model);
+      let page = buf.subarray(0, slice.end);
+      const valid = isValidUtf8(page);
+      if (!valid) {
+        model = costModel(buf, false);
+        slice = slicePage(buf, atEof, budget - INVALID_UTF8_FIELD, maxLines, model);
+        page = buf.subarray(0, slice.end);
+      }
+      // A page that runs into a key stops before the key's first line, so the text before a key is still served.
+      const armorAt = slice.lineTruncated ? -1 : firstArmorLineStart(page);
+      if (armorAt > 0) {
+        page = page.subarray(0, armorAt);
+        slice = { end: armorAt, lines: countLines(page), lineTruncated: false };
+      }
+      try {
+        refuseKeyMaterial(resolved.display, offset, page, region, from);
+      } catch (error) {
+        if (!(error instanceof KeyMaterialError)) throw error;
+        throw new KeyMaterialError(error.message + '.' + (await resumeAfterKey(handle, offset, startLine, size)));
+      }
+      const endLine = slice.lines === 0 ? startLine - 1 : startLine + slice.lines - 1;
+      const nextOffset = offset + slice.end;
+      const result: ReadFileResult = { path: resolved.display, size, offset, startLine, endLine, content: page.toString('utf8') };
+      if (nextOffset < size) {
+        result.nextLine = slice.lineTruncated || (slice.end > 0 && page[page.length - 1] !== 10) ? endLine : endLine + 1;
+        result.nextOffset = nextOffset;
+      } else {
+        result.totalLines = endLine;
+      }
+      if (slice.lineTruncated) result.lineTruncated = true;
+      if (!valid) result.invalidUtf8 = true;
+      return result;
+    });
   } finally {
     await handle.close();
   }
@@ -196,56 +202,59 @@ export interface TailFileResult {
 export async function tailFile(args: Record<string, unknown>, ctx: ToolContext, options: ReadOptions = {}): Promise<TailFileResult> {
   const want = (args.lines as number | undefined) ?? 50;
   const resolved = await resolveScoped(ctx.scopes, args.root, args.path);
-  const handle = await openChecked(resolved);
+  const { handle, size } = await openChecked(resolved);
   try {
-    const size = (await handle.stat()).size;
     const skeleton = { path: resolved.display, size, offset: size, lines: want, content: '', truncated: false, lineTruncated: true };
     const budget = pageBudget(ctx.maxResultBytes, skeleton, resolved.display);
     const start = Math.max(0, size - readLength(budget));
-    const buf = await readChunk(handle, start, size - start);
-    const model = costModel(buf, isValidUtf8(buf));
-    let pos = buf.length;
-    let used = 0;
-    let count = 0;
-    while (count < want && pos > 0) {
-      const nl = pos - 2 >= 0 ? buf.lastIndexOf(10, pos - 2) : -1;
-      if (nl === -1 && start > 0) break; // the line begins before what was read: it cannot fit
-      const lineStart = nl + 1;
-      const cost = escapedCost(buf, lineStart, pos, model);
-      if (used + cost > budget) break;
-      used += cost;
-      pos = lineStart;
-      count++;
-    }
-    let lineTruncated = false;
-    if (count === 0 && buf.length > 0 && want > 0) {
-      // The last line is longer than a page: its end, starting on a character boundary.
-      let from = buf.length;
-      while (from > 0 && used + model.table[buf[from - 1]!]! <= budget) used += model.table[buf[--from]!]!;
-      while (from < buf.length && (buf[from]! & 0xc0) === 0x80) from++;
-      pos = from;
-      count = 1;
-      lineTruncated = true;
-    }
-    // A tail that holds a key's END line starts after it (a tail ending inside a key is refused below).
-    const afterKey = afterLastEndLine(buf.subarray(pos));
-    if (afterKey !== -1 && afterKey < buf.length - pos) {
-      const skipped = buf.subarray(pos, pos + afterKey);
-      count = Math.max(1, count - countLines(skipped));
-      pos += afterKey;
-    }
-    const window = buf.subarray(pos);
-    await refuseKeyMaterial(handle, resolved.display, start + pos, window, options.lookBack !== false);
-    const result: TailFileResult = {
-      path: resolved.display,
-      size,
-      offset: start + pos,
-      lines: count,
-      content: window.toString('utf8'),
-      truncated: start + pos > 0 && count < want,
-    };
-    if (lineTruncated) result.lineTruncated = true;
-    return result;
+    const from = options.lookBack === false ? start : Math.max(0, start - LOOK_BACK_BYTES);
+    return await withScratch(size - from, async (scratch) => {
+      const region = await readChunk(handle, from, scratch);
+      const buf = region.subarray(start - from);
+      const model = costModel(buf, isValidUtf8(buf));
+      let pos = buf.length;
+      let used = 0;
+      let count = 0;
+      while (count < want && pos > 0) {
+        const nl = pos - 2 >= 0 ? buf.lastIndexOf(10, pos - 2) : -1;
+        if (nl === -1 && start > 0) break; // the line begins before what was read: it cannot fit
+        const lineStart = nl + 1;
+        const cost = escapedCost(buf, lineStart, pos, model);
+        if (used + cost > budget) break;
+        used += cost;
+        pos = lineStart;
+        count++;
+      }
+      let lineTruncated = false;
+      if (count === 0 && buf.length > 0 && want > 0) {
+        // The last line is longer than a page: its end, starting on a character boundary.
+        let from = buf.length;
+        while (from > 0 && used + model.table[buf[from - 1]!]! <= budget) used += model.table[buf[--from]!]!;
+        while (from < buf.length && (buf[from]! & 0xc0) === 0x80) from++;
+        pos = from;
+        count = 1;
+        lineTruncated = true;
+      }
+      // A tail that holds a key's END line starts after it (a tail ending inside a key is refused below).
+      const afterKey = afterLastEndLine(buf.subarray(pos));
+      if (afterKey !== -1 && afterKey < buf.length - pos) {
+        const skipped = buf.subarray(pos, pos + afterKey);
+        count = Math.max(1, count - countLines(skipped));
+        pos += afterKey;
+      }
+      const window = buf.subarray(pos);
+      refuseKeyMaterial(resolved.display, start + pos, window, region, from);
+      const result: TailFileResult = {
+        path: resolved.display,
+        size,
+        offset: start + pos,
+        lines: count,
+        content: window.toString('utf8'),
+        truncated: start + pos > 0 && count < want,
+      };
+      if (lineTruncated) result.lineTruncated = true;
+      return result;
+    });
   } finally {
     await handle.close();
   }

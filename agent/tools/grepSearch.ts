@@ -1,6 +1,6 @@
 // The search behind grep_files: walks a tree, matches line by line within a budget, skips what it must not
 // search. It runs in a worker thread (grepWorker.ts) so a pathological pattern can be stopped.
-import { promises as fs } from 'node:fs';
+import { closeSync, openSync, readSync, promises as fs } from 'node:fs';
 import path from 'node:path';
 import { holdsArmorLine } from './keyMaterial.js';
 import { cutToEscaped, escapedLength } from './paging.js';
@@ -36,8 +36,17 @@ export interface GrepResult {
 const MATCH_TEXT_BYTES = 400;
 const CHUNK = 4 << 20;
 
+/** Counts newlines in buf[from, to). */
+function newlines(buf: Buffer, from: number, to: number): number {
+  let n = 0;
+  for (let i = buf.indexOf(10, from); i !== -1 && i < to; i = buf.indexOf(10, i + 1)) n++;
+  return n;
+}
+
 export async function grepSearch(job: GrepJob): Promise<GrepResult> {
   const re = new RegExp(job.pattern, job.flags.includes('g') ? job.flags : `${job.flags}gm`);
+  // A pattern with no regex syntax is searched for as bytes, natively, without decoding the file (as grep does).
+  const literal = !/[\\^$.|?*+()[\]{}]/.test(job.pattern) && !job.flags.includes('i') ? Buffer.from(job.pattern) : null;
   const result: GrepResult = { matches: [], truncated: false, filesSearched: 0, skippedFiles: [], skippedCount: 0 };
   const matchBudget = Math.floor((job.budget * 3) / 4);
   let skipBudget = job.budget - matchBudget;
@@ -53,9 +62,9 @@ export async function grepSearch(job: GrepJob): Promise<GrepResult> {
   const isKeyDir = (p: string) => job.keyDirs.some((d) => p === d || p.startsWith(d + path.sep));
 
   async function searchFile(real: string, display: string): Promise<boolean> {
-    let handle: fs.FileHandle;
+    let fd: number;
     try {
-      handle = await fs.open(real, 'r');
+      fd = openSync(real, 'r'); // a worker thread: synchronous reads block nobody
     } catch (error) {
       skip(display, `unreadable (${(error as NodeJS.ErrnoException).code})`);
       return true;
@@ -63,14 +72,53 @@ export async function grepSearch(job: GrepJob): Promise<GrepResult> {
     const found: GrepMatch[] = [];
     let foundCost = 0;
     let full = false;
+    let lineNo = 1;
+    /** Records the match on line `line`; false once the budget or maxMatches is reached. */
+    const record = (line: string): boolean => {
+      line = line.replace(/\r$/, '');
+      const shown = escapedLength(line) > MATCH_TEXT_BYTES ? `${cutToEscaped(line, MATCH_TEXT_BYTES - 3)}…` : line;
+      const match = { path: display, line: lineNo, text: shown };
+      const cost = Buffer.byteLength(JSON.stringify(match)) + 1;
+      if (used + foundCost + cost > matchBudget || result.matches.length + found.length >= job.maxMatches) return false;
+      found.push(match);
+      foundCost += cost;
+      return true;
+    };
+    const searchBytes = (data: Buffer) => {
+      let counted = 0;
+      for (let hit = data.indexOf(literal!); hit !== -1; ) {
+        const lineStart = hit === 0 ? 0 : data.lastIndexOf(10, hit - 1) + 1; // a negative offset would count from the end
+        let lineEnd = data.indexOf(10, hit);
+        if (lineEnd === -1) lineEnd = data.length;
+        lineNo += newlines(data, counted, lineStart);
+        counted = lineStart;
+        if (!record(data.toString('utf8', lineStart, lineEnd))) return (full = true);
+        hit = lineEnd + 1 < data.length ? data.indexOf(literal!, lineEnd + 1) : -1;
+      }
+      lineNo += newlines(data, counted, data.length);
+    };
+    const searchText = (data: Buffer) => {
+      const text = data.toString('utf8');
+      re.lastIndex = 0;
+      let counted = 0;
+      for (let m = re.exec(text); m; m = re.exec(text)) {
+        const lineStart = m.index === 0 ? 0 : text.lastIndexOf('\n', m.index - 1) + 1;
+        let lineEnd = text.indexOf('\n', m.index);
+        if (lineEnd === -1) lineEnd = text.length;
+        for (let i = text.indexOf('\n', counted); i !== -1 && i < lineStart; i = text.indexOf('\n', i + 1)) lineNo++;
+        counted = lineStart;
+        if (!record(text.slice(lineStart, lineEnd))) return (full = true);
+        re.lastIndex = lineEnd + 1;
+      }
+      for (let i = text.indexOf('\n', counted); i !== -1; i = text.indexOf('\n', i + 1)) lineNo++;
+    };
     try {
       const buf = Buffer.allocUnsafe(CHUNK);
       let carry = Buffer.alloc(0);
       let position = 0;
-      let lineNo = 1;
       let first = true;
       for (;;) {
-        const { bytesRead } = await handle.read(buf, 0, CHUNK, position);
+        const bytesRead = readSync(fd, buf, 0, CHUNK, position);
         position += bytesRead;
         const eof = bytesRead === 0;
         let data = carry.length ? Buffer.concat([carry, buf.subarray(0, bytesRead)]) : buf.subarray(0, bytesRead);
@@ -88,35 +136,12 @@ export async function grepSearch(job: GrepJob): Promise<GrepResult> {
         const cut = eof ? data.length : data.lastIndexOf(10) + 1;
         carry = Buffer.from(data.subarray(cut));
         data = data.subarray(0, cut);
-        if (data.length > 0 && !full) {
-          const text = data.toString('utf8');
-          re.lastIndex = 0;
-          let counted = 0;
-          for (let m = re.exec(text); m; m = re.exec(text)) {
-            const lineStart = text.lastIndexOf('\n', m.index - 1) + 1;
-            let lineEnd = text.indexOf('\n', m.index);
-            if (lineEnd === -1) lineEnd = text.length;
-            for (let i = text.indexOf('\n', counted); i !== -1 && i < lineStart; i = text.indexOf('\n', i + 1)) lineNo++;
-            counted = lineStart;
-            const line = text.slice(lineStart, lineEnd).replace(/\r$/, '');
-            const shown = escapedLength(line) > MATCH_TEXT_BYTES ? `${cutToEscaped(line, MATCH_TEXT_BYTES - 3)}…` : line;
-            const match = { path: display, line: lineNo, text: shown };
-            const cost = Buffer.byteLength(JSON.stringify(match)) + 1;
-            if (used + foundCost + cost > matchBudget || result.matches.length + found.length >= job.maxMatches) {
-              full = true;
-              break;
-            }
-            found.push(match);
-            foundCost += cost;
-            re.lastIndex = lineEnd + 1;
-          }
-          // Count the rest of the chunk's lines so the next chunk's numbers are right.
-          for (let i = text.indexOf('\n', counted); i !== -1; i = text.indexOf('\n', i + 1)) lineNo++;
-        }
+        // Once full, the rest of the file is still read: its matches count only if it holds no key material.
+        if (data.length > 0 && !full) (literal ? searchBytes : searchText)(data);
         if (eof) break;
       }
     } finally {
-      await handle.close();
+      closeSync(fd);
     }
     // A file's matches count only once the whole file is known to hold no key material.
     result.filesSearched++;

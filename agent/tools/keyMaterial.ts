@@ -1,6 +1,7 @@
 // Key material is never served: a page, tail window or grep match that holds a PEM private-key armor line is
 // refused, and so is a window that falls inside a key (found by looking back before it). See DESIGN.md.
-import type { FileHandle } from 'node:fs/promises';
+import type { CheckedFile } from './scopes.js';
+import { withScratch } from './scratch.js';
 import { ToolError } from './types.js';
 
 /** BEGIN/END lines of PKCS#8 (plain and encrypted), RSA, EC, DSA, OpenSSH and PGP private keys. */
@@ -33,9 +34,26 @@ function armorLines(text: string): Armor[] {
   return out;
 }
 
+/** Every armor line names "PRIVATE KEY": a native search rules most buffers out before any decoding. */
+const MARK = Buffer.from('PRIVATE KEY');
+
 export function holdsArmorLine(bytes: Buffer): boolean {
+  if (bytes.indexOf(MARK) === -1) return false;
   ARMOR.lastIndex = 0;
   return ARMOR.test(bytes.toString('latin1', 0, bytes.length));
+}
+
+/** Are the lines of bytes[0, end) all key body? Checked from the end, so ordinary text stops it at once. */
+function onlyKeyBody(bytes: Buffer, end: number): boolean {
+  let lineEnd = end > 0 && bytes[end - 1] === 10 ? end - 1 : end;
+  if (lineEnd <= 0) return false;
+  while (lineEnd > 0) {
+    const nl = lineEnd > 0 ? bytes.lastIndexOf(10, lineEnd - 1) : -1;
+    if (!BODY_LINE.test(bytes.toString('latin1', nl + 1, lineEnd))) return false;
+    if (nl === -1) return true;
+    lineEnd = nl;
+  }
+  return true;
 }
 
 /** Byte index where the line holding the first armor line of `bytes` starts, or -1. */
@@ -53,34 +71,31 @@ export function afterLastEndLine(bytes: Buffer): number {
   return nl === -1 ? bytes.length : nl + 1;
 }
 
-/** Is `before` (the bytes just before a window) inside a private key: an unclosed BEGIN, or nothing but key body? */
-export function insideKey(before: string, armorMayBeginUntil: number, reachesFileStart: boolean): 'begin' | 'body' | false {
+/** Is `before` (the bytes just before a window, and a little past its start) inside a private key: an unclosed
+ * BEGIN, or nothing but key body with no armor line and no start of file in sight? */
+export function insideKey(before: Buffer, armorMayBeginUntil: number, reachesFileStart: boolean): 'begin' | 'body' | false {
   let last: Armor['kind'] | undefined;
-  for (const a of armorLines(before)) {
-    if (a.index >= armorMayBeginUntil) break; // only armor lines that begin before the window count
-    last = a.kind;
+  if (before.indexOf(MARK) !== -1) {
+    for (const a of armorLines(before.toString('latin1'))) {
+      if (a.index >= armorMayBeginUntil) break; // only armor lines that begin before the window count
+      last = a.kind;
+    }
   }
   if (last === 'BEGIN') return 'begin';
   if (last === 'END' || reachesFileStart) return false;
-  const span = before.slice(0, armorMayBeginUntil);
-  const lines = span.split('\n');
-  if (span.endsWith('\n')) lines.pop();
-  if (lines.length === 0) return false;
-  return lines.every((line) => BODY_LINE.test(line)) ? 'body' : false;
+  return onlyKeyBody(before, armorMayBeginUntil) ? 'body' : false;
 }
 
 /**
  * Refuses the window [start, start + window.length) of a file when it holds an armor line or falls inside a key.
- * `window` is the window's bytes, already read.
+ * `before` holds the file's bytes from `beforeFrom` (at most LOOK_BACK_BYTES before `start`) up to at least `start`,
+ * read with the window in one read; pass an empty buffer to skip the look-back (the bench measures its cost).
  */
-export async function refuseKeyMaterial(handle: FileHandle, display: string, start: number, window: Buffer, lookBack = true): Promise<void> {
+export function refuseKeyMaterial(display: string, start: number, window: Buffer, before: Buffer, beforeFrom: number): void {
   if (holdsArmorLine(window)) throw new KeyMaterialError(`${display}: this part of the file holds a PEM private key and is never served`);
-  if (!lookBack || start === 0) return;
-  const from = Math.max(0, start - LOOK_BACK_BYTES);
-  const length = start - from + LONGEST_ARMOR_LINE;
-  const buf = Buffer.allocUnsafe(length);
-  const { bytesRead } = await handle.read(buf, 0, length, from);
-  const verdict = insideKey(buf.toString('latin1', 0, bytesRead), start - from, from === 0);
+  if (start === 0 || before.length === 0) return;
+  const span = before.subarray(0, Math.min(before.length, start - beforeFrom + LONGEST_ARMOR_LINE));
+  const verdict = insideKey(span, start - beforeFrom, beforeFrom === 0);
   if (verdict === 'begin') throw new KeyMaterialError(`${display}: this part of the file is inside a PEM private key and is never served`);
   if (verdict === 'body') {
     throw new KeyMaterialError(
@@ -90,10 +105,11 @@ export async function refuseKeyMaterial(handle: FileHandle, display: string, sta
 }
 
 /** Where paging can go on after a refused window: the line after the key's END line, as read_file cursors. */
-export async function resumeAfterKey(handle: FileHandle, offset: number, startLine: number, size: number): Promise<string> {
-  const buf = Buffer.allocUnsafe(Math.min(RESUME_SEARCH_BYTES, size - offset));
-  const { bytesRead } = await handle.read(buf, 0, buf.length, offset);
-  const text = buf.toString('latin1', 0, bytesRead);
+export async function resumeAfterKey(handle: CheckedFile, offset: number, startLine: number, size: number): Promise<string> {
+  const text = await withScratch(Math.min(RESUME_SEARCH_BYTES, size - offset), async (buf) => {
+    const { bytesRead } = await handle.read(buf, 0, buf.length, offset);
+    return buf.toString('latin1', 0, bytesRead);
+  });
   const end = armorLines(text).find((a) => a.kind === 'END');
   if (!end) return ' No END line follows within 1 MiB: skip ahead with a larger startLine, or use grep_files.';
   const nl = text.indexOf('\n', end.end);

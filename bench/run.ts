@@ -1,0 +1,240 @@
+// `npm run bench`: paging, tails, grep, session growth, the key look-back and request bytes, measured against the
+// targets of issue 8, on generated files. Prints a table and writes BENCHMARKS.md. Ratios come from one run;
+// times are medians of several.
+import { execFileSync } from 'node:child_process';
+import { closeSync, mkdirSync, openSync, readFileSync, readSync, rmSync, writeFileSync, writeSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { defaultConfig } from '../agent/agent.js';
+import { capObservation } from '../agent/loop.js';
+import { SessionStore, type SessionTable } from '../agent/session.js';
+import { SYSTEM_PROMPT } from '../agent/systemPrompt.js';
+import { readFile, tailFile } from '../agent/tools/fsTools.js';
+import { grepFiles } from '../agent/tools/grepFiles.js';
+import { createToolRegistry, defaultTools } from '../agent/tools/index.js';
+import type { ToolContext } from '../agent/tools/types.js';
+import { toOpenAIMessages } from '../components/openai/backend.js';
+import type { Message } from '../resources/models/types.js';
+
+const ROOT = path.join(os.tmpdir(), 'harper-agent-bench');
+const LOGS = path.join(ROOT, 'log');
+const CAP = defaultConfig().maxToolResultBytes;
+const GiB = 1024 ** 3;
+const MiB = 1024 ** 2;
+const ctx = (cap = CAP): ToolContext => ({
+  scopes: { rootPath: ROOT, logs: LOGS, components: path.join(ROOT, 'components'), config: path.join(ROOT, 'harperdb-config.yaml') },
+  maxResultBytes: cap,
+  signal: new AbortController().signal,
+});
+
+const now = () => Number(process.hrtime.bigint()) / 1e6;
+async function time(fn: () => unknown): Promise<number> {
+  const t = now();
+  await fn();
+  return now() - t;
+}
+async function median(runs: number, fn: () => unknown): Promise<number> {
+  const ts: number[] = [];
+  for (let i = 0; i < runs; i++) ts.push(await time(fn));
+  ts.sort((a, b) => a - b);
+  return ts[Math.floor(ts.length / 2)]!;
+}
+const fmt = (x: number, d = 2) => x.toLocaleString('en-US', { maximumFractionDigits: d, minimumFractionDigits: d });
+
+function writeLog(name: string, bytes: number): string {
+  const file = path.join(LOGS, name);
+  const lines: string[] = [];
+  for (let i = 0, size = 0; size < 4 * MiB; i++) {
+    const line = `2026-12-02T10:${String(i % 60).padStart(2, '0')}:00.${String(i % 1000).padStart(3, '0')}Z [http/${i % 4}] [${i % 53 === 0 ? 'error' : 'info'}]: GET /api/records/${i * 7919 % 100000} ${i % 53 === 0 ? '500 upstream reset' : '200'} ${i % 97} ms ${'x'.repeat(i % 40)}\n`;
+    lines.push(line);
+    size += line.length;
+  }
+  const block = Buffer.from(lines.join(''));
+  const fd = openSync(file, 'w');
+  for (let written = 0; written < bytes; written += block.length) writeSync(fd, block, 0, Math.min(block.length, bytes - written));
+  closeSync(fd);
+  return file;
+}
+
+/** Offset of the first line start at or after `at`. */
+function lineStartAfter(file: string, at: number): number {
+  const fd = openSync(file, 'r');
+  const b = Buffer.alloc(64 * 1024);
+  const n = readSync(fd, b, 0, b.length, at);
+  closeSync(fd);
+  return at + b.subarray(0, n).indexOf(10) + 1;
+}
+
+interface Row {
+  what: string;
+  figure: string;
+  target: string;
+  met: boolean | null;
+}
+const rows: Row[] = [];
+const row = (what: string, figure: string, target: string, met: boolean | null) => {
+  rows.push({ what, figure, target, met });
+  console.log(`${met === null ? '  ' : met ? 'ok' : 'NO'}  ${what}: ${figure}  (target: ${target})`);
+};
+
+/** A table that writes the whole row to a file on every put, as Harper writes a whole record. */
+class FileTable implements SessionTable {
+  constructor(private readonly dir: string) {
+    mkdirSync(dir, { recursive: true });
+  }
+  async get(id: string) {
+    try {
+      return JSON.parse(readFileSync(path.join(this.dir, id), 'utf8'));
+    } catch {
+      return undefined;
+    }
+  }
+  async put(id: string, record: Record<string, unknown>) {
+    writeFileSync(path.join(this.dir, id), JSON.stringify(record));
+  }
+  async *search() {}
+}
+
+async function sessionGrowth(capped: boolean, turns: number) {
+  const dir = path.join(ROOT, capped ? 'rows-capped' : 'rows-uncapped');
+  const store = new SessionStore(() => new FileTable(dir));
+  const s = await store.create({ user: 'bench', provider: 'local', model: null });
+  const result = 'r'.repeat(1_000_000);
+  const appendMs: number[] = [];
+  for (let i = 0; i < turns; i++) {
+    const call = { id: `c${i}`, name: 'read_file', arguments: { root: 'logs', path: 'big.log' } };
+    const tool = capObservation(call, { content: result }, false, capped ? CAP : Number.MAX_SAFE_INTEGER);
+    await store.append(s.session_id, [{ role: 'assistant', content: '', toolCalls: [call] }]);
+    appendMs.push(await time(() => store.append(s.session_id, [tool])));
+  }
+  const bytes = Buffer.byteLength(readFileSync(path.join(dir, s.session_id)));
+  const med = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+  return { bytes, first: med(appendMs.slice(0, 10)), last: med(appendMs.slice(-10)) };
+}
+
+async function main() {
+  rmSync(ROOT, { recursive: true, force: true });
+  mkdirSync(LOGS, { recursive: true });
+  mkdirSync(path.join(ROOT, 'components'), { recursive: true });
+  console.log(`generating files in ${ROOT} ...`);
+  const big = writeLog('big.log', GiB);
+  const mid = writeLog('mid.log', 100 * MiB);
+  const small = writeLog('small.log', MiB);
+  execFileSync('sh', ['-c', `cat ${big} > /dev/null`]); // warm
+
+  // 1. Page cost is flat (byte cursor), and what the line cursor alone costs.
+  const nearStart = lineStartAfter(big, 4096);
+  const nearEnd = lineStartAfter(big, GiB - 4 * MiB);
+  const startMs = await median(41, () => readFile({ root: 'logs', path: 'big.log', startLine: 2, offset: nearStart }, ctx()));
+  const endMs = await median(41, () => readFile({ root: 'logs', path: 'big.log', startLine: 2, offset: nearEnd }, ctx()));
+  row('read_file page near the end / near the start, byte cursor, 1 GiB log', `${fmt(endMs / startMs)} (${fmt(endMs, 3)} ms / ${fmt(startMs, 3)} ms)`, '<= 1.2', endMs / startMs <= 1.2);
+  const lines = Number(execFileSync('sh', ['-c', `wc -l < ${big}`]).toString().trim());
+  const lineStartMs = await median(3, () => readFile({ root: 'logs', path: 'big.log', startLine: 100 }, ctx()));
+  const lineEndMs = await median(3, () => readFile({ root: 'logs', path: 'big.log', startLine: lines - 1000 }, ctx()));
+  row('read_file page near the end, line cursor alone (rescans), 1 GiB log', `${fmt(lineEndMs, 1)} ms vs ${fmt(lineStartMs, 3)} ms near the start (${fmt(lineEndMs / endMs, 0)}x the byte cursor)`, 'for comparison', null);
+
+  // 2. Paging throughput over the whole file, handler plus serialization, against cat.
+  const catMs = await median(3, () => execFileSync('sh', ['-c', `cat ${big} > /dev/null`]));
+  let pages = 0;
+  const call = { id: 'b', name: 'read_file', arguments: {} };
+  const pageAllMs = await time(async () => {
+    let args: Record<string, unknown> = { root: 'logs', path: 'big.log' };
+    for (;;) {
+      const r = await readFile(args, ctx());
+      capObservation(call, r, false, CAP);
+      pages++;
+      if (r.nextOffset === undefined) break;
+      args = { root: 'logs', path: 'big.log', startLine: r.nextLine, offset: r.nextOffset };
+    }
+  });
+  row('paging the whole 1 GiB log / cat of the warm file', `${fmt(pageAllMs / catMs, 1)}x (${fmt(pageAllMs / 1000)} s for ${pages} pages vs ${fmt(catMs / 1000, 3)} s)`, 'within 4x', pageAllMs / catMs <= 4);
+
+  // 3. tail_file does not grow with file size.
+  const tail = async (name: string) => median(31, () => tailFile({ root: 'logs', path: name, lines: 200 }, ctx()));
+  const t1 = await tail('small.log');
+  const t100 = await tail('mid.log');
+  const t1024 = await tail('big.log');
+  row('tail_file 1 GiB / 1 MiB', `${fmt(t1024 / t1)} (1 MiB ${fmt(t1, 3)} ms, 100 MiB ${fmt(t100, 3)} ms, 1 GiB ${fmt(t1024, 3)} ms)`, '<= 1.5', t1024 / t1 <= 1.5);
+  void mid;
+  void small;
+
+  // 4. grep_files over a 200 MB tree against grep -rn.
+  const tree = path.join(LOGS, 'tree');
+  for (let d = 0; d < 10; d++) {
+    mkdirSync(path.join(tree, `d${d}`), { recursive: true });
+    for (let f = 0; f < 20; f++) {
+      const lines: string[] = [];
+      for (let i = 0; i < 10_000; i++) lines.push(`${d}/${f}/${i} [info] GET /api/records/${(i * 31) % 9973} 200 ${'y'.repeat(60 + (i % 20))}${i === 5000 ? ' NEEDLE-42 found' : ''}`);
+      writeFileSync(path.join(tree, `d${d}`, `f${f}.log`), lines.join('\n') + '\n');
+    }
+  }
+  const treeBytes = Number(execFileSync('sh', ['-c', `du -sb ${tree} | cut -f1`]).toString().trim());
+  execFileSync('sh', ['-c', `cat ${tree}/*/* > /dev/null`]);
+  const grepMs = await median(3, () => execFileSync('sh', ['-c', `grep -rn 'NEEDLE-42' ${tree} > /dev/null`]));
+  let matched = 0;
+  let fits = true;
+  const oursMs = await median(3, async () => {
+    const r = await grepFiles({ root: 'logs', path: 'tree', pattern: 'NEEDLE-42', maxMatches: 10_000 }, ctx());
+    matched = r.matches.length;
+    fits = capObservation(call, r, false, CAP).cut === undefined;
+  });
+  row(`grep_files / grep -rn, ${fmt(treeBytes / 1e6, 0)} MB tree, ${matched} matches, result within the cap: ${fits}`, `${fmt(oursMs / grepMs, 1)}x (${fmt(oursMs, 0)} ms vs ${fmt(grepMs, 0)} ms)`, 'within 3x', oursMs / grepMs <= 3 && fits);
+
+  // 5. Session growth: 100 turns each reading 1 MB.
+  const capped = await sessionGrowth(true, 100);
+  const uncapped = await sessionGrowth(false, 100);
+  const bound = 100 * CAP + 100 * 1024;
+  row('session row after 100 turns reading 1 MB, capped', `${fmt(capped.bytes / 1e6)} MB (uncapped: ${fmt(uncapped.bytes / 1e6, 1)} MB)`, `< 100 x cap + overhead (${fmt(bound / 1e6)} MB)`, capped.bytes < bound);
+  row('append time, turns 91-100 / turns 1-10, capped', `${fmt(capped.last / capped.first)} (${fmt(capped.first, 2)} ms -> ${fmt(capped.last, 2)} ms; uncapped ${fmt(uncapped.first, 1)} ms -> ${fmt(uncapped.last, 1)} ms)`, 'flat: grows with the row, not with results', capped.last < uncapped.last / 5);
+
+  // 6. The key look-back's overhead on a deep page.
+  const deep = lineStartAfter(big, GiB / 2);
+  let withMs = 0;
+  let withoutMs = 0;
+  for (let round = 0; round < 5; round++) {
+    withMs += await median(21, () => readFile({ root: 'logs', path: 'big.log', startLine: 2, offset: deep }, ctx()));
+    withoutMs += await median(21, () => readFile({ root: 'logs', path: 'big.log', startLine: 2, offset: deep }, ctx(), { lookBack: false }));
+  }
+  const overhead = withMs / withoutMs - 1;
+  row('key look-back overhead on a deep page', `${fmt(overhead * 100, 1)}% (${fmt(withMs / 5, 3)} ms vs ${fmt(withoutMs / 5, 3)} ms)`, '<= 15%', overhead <= 0.15);
+
+  // 7. Request bytes per turn with the system prompt once against twice.
+  const tools = createToolRegistry(defaultTools).specs();
+  const transcript: Message[] = [{ role: 'user', content: 'why did requests fail at 10:14?' }];
+  const once: number[] = [];
+  const twice: number[] = [];
+  for (let turn = 1; turn <= 5; turn++) {
+    const input = { system: SYSTEM_PROMPT, messages: transcript, tools, model: 'm', maxTokens: 4096 };
+    const messages = toOpenAIMessages(input);
+    const body = (ms: unknown[]) => Buffer.byteLength(JSON.stringify({ model: 'm', messages: ms, tools: tools.map((t) => ({ type: 'function', function: t })), max_tokens: 4096 }));
+    once.push(body(messages));
+    twice.push(body([messages[0], { role: 'system', content: SYSTEM_PROMPT }, ...messages.slice(1)]));
+    const id = `t${turn}`;
+    transcript.push({ role: 'assistant', content: '', toolCalls: [{ id, name: 'grep_files', arguments: { root: 'logs', pattern: 'ERROR' } }] });
+    transcript.push({ role: 'tool', toolCallId: id, name: 'grep_files', content: 'z'.repeat(8000) });
+  }
+  row('request bytes per turn, system prompt once / twice', once.map((b, i) => `${fmt(b, 0)}/${fmt(twice[i]!, 0)}`).join(', ') + ` (saves ${fmt(twice[0]! - once[0]!, 0)} bytes a request)`, 'once', once.every((b, i) => b < twice[i]!));
+
+  const machine = `${os.cpus()[0]?.model ?? 'cpu'} x ${os.cpus().length}, ${fmt(os.totalmem() / GiB, 0)} GiB, Node ${process.version}, ${os.type()} ${os.release()}`;
+  const md = [
+    '# Benchmarks',
+    '',
+    `Machine: ${machine}. Generated by \`npm run bench\` (bench/run.ts) on ${new Date().toISOString().slice(0, 10)}; files are generated in ${os.tmpdir()}.`,
+    `Cap: agent.maxToolResultBytes = ${CAP} (the default). Times are medians of several runs; each ratio is measured in one run.`,
+    '',
+    '| | measure | figure | target |',
+    '| --- | --- | --- | --- |',
+    ...rows.map((r) => `| ${r.met === null ? '' : r.met ? 'met' : '**missed**'} | ${r.what} | ${r.figure} | ${r.target} |`),
+    '',
+    'Commands compared: `cat <1 GiB log> > /dev/null` (warm), `grep -rn NEEDLE-42 <tree>` (warm).',
+    'Session rows are written whole to a file on every append, as Harper writes a whole record.',
+    '',
+  ];
+  const missed = rows.filter((r) => r.met === false);
+  if (missed.length) md.push('## Missed targets', '', ...missed.map((r) => `- ${r.what}: ${r.figure}, target ${r.target}. See PROFILE notes below.`), '');
+  writeFileSync(path.join(process.cwd(), 'BENCHMARKS.md'), md.join('\n') + (process.env.BENCH_NOTES ? `\n${readFileSync(process.env.BENCH_NOTES, 'utf8')}` : ''));
+  console.log('\nwrote BENCHMARKS.md');
+  rmSync(ROOT, { recursive: true, force: true });
+}
+
+await main();
