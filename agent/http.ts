@@ -17,7 +17,8 @@ interface HarperRequest {
 
 interface HarperResponse {
   status: number;
-  headers: Record<string, string>;
+  /** A Headers object: Harper itself adds to it (e.g. WWW-Authenticate on a 401). */
+  headers: Headers;
   body: string;
 }
 
@@ -52,7 +53,7 @@ function readExactly(stream: Readable, n: number): Promise<Buffer | null> {
 }
 
 export function json(status: number, payload: unknown): HarperResponse {
-  return { status, headers: { 'content-type': 'application/json' }, body: JSON.stringify(payload) };
+  return { status, headers: new Headers({ 'content-type': 'application/json' }), body: JSON.stringify(payload) };
 }
 
 const OPERATION_FIELD = /"operation"\s*:\s*"([A-Za-z_]+)"/;
@@ -67,7 +68,10 @@ export function operationsListener(operations: Operations, log: (message: string
     if (length > MAX_AGENT_BODY_BYTES) {
       const name = OPERATION_FIELD.exec(peek.toString('latin1', 0, peek.length))?.[1];
       if (name && name in operations) {
-        return json(413, { error: `request body is ${length} bytes; agent operations accept at most ${MAX_AGENT_BODY_BYTES}` });
+        stream.resume(); // discard the rest, so the connection can serve its next request
+        const response = json(413, { error: `request body is ${length} bytes; agent operations accept at most ${MAX_AGENT_BODY_BYTES}` });
+        response.headers.set('connection', 'close');
+        return response;
       }
       stream.unshift(peek);
       return next(request);

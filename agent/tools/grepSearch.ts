@@ -59,6 +59,7 @@ export async function grepSearch(job: GrepJob): Promise<GrepResult> {
       result.skippedFiles.push({ path: display, reason });
     }
   };
+  const buf = Buffer.allocUnsafe(CHUNK); // one read buffer for the whole search: a fresh one per file costs page faults
   const isKeyDir = (p: string) => job.keyDirs.some((d) => p === d || p.startsWith(d + path.sep));
 
   async function searchFile(real: string, display: string): Promise<boolean> {
@@ -113,7 +114,6 @@ export async function grepSearch(job: GrepJob): Promise<GrepResult> {
       for (let i = text.indexOf('\n', counted); i !== -1; i = text.indexOf('\n', i + 1)) lineNo++;
     };
     try {
-      const buf = Buffer.allocUnsafe(CHUNK);
       let carry = Buffer.alloc(0);
       let position = 0;
       let first = true;

@@ -1,0 +1,58 @@
+// Harper killed (SIGKILL) in the middle of a tool call: after a restart the row is intact, its run is not left
+// running, and a new prompt works. The same instance runs with local requests untrusted, for the 401 case.
+import { expect } from 'chai';
+import { readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { bootHarper, type TestHarper } from './harness.js';
+import { ProviderServer } from './providerServer/server.js';
+
+describe('a crash in the middle of a run', function () {
+  let h: TestHarper;
+  const server = new ProviderServer();
+  before(async function () {
+    this.timeout(120_000);
+    await server.start();
+    h = await bootHarper();
+    // Trust no local request (as in production), so a request without credentials is refused.
+    await h.stop('SIGTERM', true);
+    const file = path.join(h.rootPath, 'harperdb-config.yaml');
+    writeFileSync(file, readFileSync(file, 'utf8').replace('authorizeLocal: true', 'authorizeLocal: false'));
+    h = await h.restart();
+  });
+  after(async () => {
+    await h.stop();
+    await server.close();
+  });
+
+  it('no credentials where local requests are not trusted: 401', async () => {
+    const r = await h.op({ operation: 'list_agent_sessions' }, 'none');
+    expect(r.status).to.equal(401);
+    expect((await h.op({ operation: 'list_agent_sessions' })).status).to.equal(200);
+  });
+
+  it('SIGKILL during a tool call: the row survives, the run is marked interrupted, the next prompt works', async () => {
+    writeFileSync(path.join(h.logsDir, 'redos.log'), 'a'.repeat(40) + '!\n');
+    writeFileSync(path.join(h.logsDir, 'after.log'), 'one\ntwo\n');
+    await h.setConfig({ provider: 'openai', baseUrl: `${server.url}/v1`, apiKey: 'k', maxRetries: 0 });
+    server.reset([{ toolCalls: [{ name: 'grep_files', arguments: { root: 'logs', path: 'redos.log', pattern: '^(a+)+$' } }] }]);
+    const r = await h.op({ operation: 'agent_prompt', message: 'grep for trouble' });
+    const id = r.body.session_id;
+    for (let i = 0; i < 100 && server.requests.length === 0; i++) await new Promise((res) => setTimeout(res, 20));
+    await new Promise((res) => setTimeout(res, 300));
+    const during = await h.op({ operation: 'get_agent_session', session_id: id });
+    expect(during.body.status).to.equal('running');
+    await h.stop('SIGKILL', true);
+    h = await h.restart();
+    const row = await h.row(id);
+    expect(row.messages.map((m: any) => m.role)).to.deep.equal(['user', 'assistant']);
+    expect(row.messages[1].toolCalls[0].name).to.equal('grep_files');
+    expect(row.status).to.equal('error');
+    expect(row.lastError).to.equal('The run was interrupted by a Harper restart. Send a new prompt to continue the session.');
+    expect(row.runner).to.equal(null);
+    const next = await h.prompt('summarize logs/after.log', id);
+    expect(next.status).to.equal('completed');
+    expect(next.messages.at(-1).content).to.match(/^logs\/after\.log: 2 lines/);
+    // The interrupted call got a stand-in result when the transcript went to a provider; the store kept it as it was.
+    expect(next.messages.filter((m: any) => m.role === 'user')).to.have.length(2);
+  });
+});
