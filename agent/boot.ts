@@ -4,6 +4,7 @@ import path from 'node:path';
 import { localBackend } from '../resources/models/localBackend.js';
 import { Models } from '../resources/models/models.js';
 import { loadAgentConfig, type AgentConfig } from './agent.js';
+import { ContextLimits, type LimitTable } from './contextBudget.js';
 import { operationsListener } from './http.js';
 import { recoverInterruptedRuns } from './loop.js';
 import { createOperations } from './operations.js';
@@ -39,6 +40,7 @@ const operations = createOperations({
   tools: createToolRegistry(defaultTools),
   scopes,
   databases,
+  limits: new ContextLimits(() => databases.agent?.AgentContextLimit as unknown as LimitTable | undefined),
   config: () => config,
   setConfig: (next) => {
     config = next;

@@ -8,6 +8,7 @@ import { isAbortError, isModelError, ModelError } from '../resources/models/back
 import { Models } from '../resources/models/models.js';
 import type { GenerateOutput, Message, ModelBackend, ToolCall, ToolMessage } from '../resources/models/types.js';
 import type { AgentConfig } from './agent.js';
+import { contextBudget, estimateTokens, type ContextLimits } from './contextBudget.js';
 import { RunSupersededError, type RunGuard, type Session, type SessionStore } from './session.js';
 import { SYSTEM_PROMPT } from './systemPrompt.js';
 import type { ToolRegistry } from './tools/index.js';
@@ -20,6 +21,8 @@ export interface LoopDeps {
   scopes: Scopes;
   /** Harper's `databases` (absent in unit tests that need no data tools). */
   databases?: Record<string, unknown>;
+  /** What provider rejections taught about context limits (pre-flight budget). */
+  limits?: ContextLimits;
   /** The config in force; read once when a run starts. */
   config: () => AgentConfig;
   log?: (message: string) => void;
@@ -112,11 +115,13 @@ async function callModel(deps: LoopDeps, session: Session, req: TurnRequest): Pr
  * 2 KiB heads (persisted) and retries once; nothing left to cut, or a second rejection, ends the run with what to do.
  */
 export async function generateTurn(deps: LoopDeps, id: string, req: TurnRequest): Promise<GenerateOutput> {
-  const session = (await deps.store.get(id))!;
+  const { session, estimate } = await fitBudget(deps, id, req);
   try {
     return await callModel(deps, session, req);
   } catch (error) {
     if (!isModelError(error) || !error.contextWindowExceeded || req.signal.aborted) throw error;
+    // The estimate let this request through and the provider still rejected it: remember the size that failed.
+    await deps.limits?.learn(req.backend.provider, req.model, estimate).catch(() => undefined);
     deps.log?.(`harper-agent: session ${id}: ${error.message}; cutting the newest tool results and retrying once`);
     const cut = await deps.store.shrinkNewestToolResults(id, req.guard);
     if (cut === 0) {
@@ -137,6 +142,27 @@ export async function generateTurn(deps: LoopDeps, id: string, req: TurnRequest)
       throw retryError;
     }
   }
+}
+
+/**
+ * Pre-flight: while the request's estimate is over the budget, apply the same shrink as after a rejection, group by
+ * group from the newest; when nothing is left to cut and it still does not fit, end the run without sending.
+ */
+async function fitBudget(deps: LoopDeps, id: string, req: TurnRequest): Promise<{ session: Session; estimate: number }> {
+  let session = (await deps.store.get(id))!;
+  let estimate = estimateTokens(buildInput(deps, session, req));
+  const budget = await contextBudget(req.config, req.backend.provider, req.model, deps.limits);
+  while (budget && estimate > budget.tokens) {
+    const cut = await deps.store.shrinkNewestToolResults(id, req.guard);
+    if (cut === 0) {
+      throw new RunError(
+        `The conversation does not fit the model's context window: about ${estimate} tokens against a budget of ${budget.tokens} (${budget.source}), and no tool result is left to cut. Nothing was sent. To continue: ${CONTEXT_ADVICE}.`
+      );
+    }
+    session = (await deps.store.get(id))!;
+    estimate = estimateTokens(buildInput(deps, session, req));
+  }
+  return { session, estimate };
 }
 
 // ------------------------------------------------------------------------------------------------------------

@@ -2,6 +2,8 @@
 // schema and its handler; errors carry the HTTP status the operator gets.
 import AjvModule from 'ajv';
 import { applyConfigChange, publicConfig, type AgentConfig } from './agent.js';
+import { contextBudget, estimateTokens } from './contextBudget.js';
+import { SYSTEM_PROMPT } from './systemPrompt.js';
 import { activeRun, newRunner, startRun, type LoopDeps } from './loop.js';
 import { Models } from '../resources/models/models.js';
 import { sessionBytes, SessionNotFoundError, type Session } from './session.js';
@@ -91,7 +93,12 @@ export function createOperations(deps: OperationsDeps): Record<string, Operation
     get_agent_session: {
       schema: object({ session_id: sessionId }, ['session_id']),
       async handle(input) {
-        return sessionView(await mustGet(input.session_id as string));
+        const s = await mustGet(input.session_id as string);
+        // How close the session is to its model's context window: the estimate the pre-flight uses, and the budget.
+        const model = s.model ?? '';
+        const budget = await contextBudget(deps.config(), s.provider, model, deps.limits);
+        const estimatedContextTokens = estimateTokens({ system: SYSTEM_PROMPT, tools: deps.tools.specs(), messages: s.messages });
+        return { ...sessionView(s), estimatedContextTokens, contextBudget: budget };
       },
     },
 

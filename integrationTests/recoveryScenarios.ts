@@ -44,8 +44,10 @@ export function writeBigLog(logsDir: string): string {
   return text;
 }
 
+let scenario = 0;
+/** Each scenario gets a model name of its own: a limit learned from one scenario's rejection must not shape the next. */
 export function providerSettings(provider: Provider, server: ProviderServer) {
-  return { provider, baseUrl: provider === 'openai' ? `${server.url}/v1` : server.url, apiKey: 'test-key', maxRetries: 0, model: `${provider}-demo-model` };
+  return { provider, baseUrl: provider === 'openai' ? `${server.url}/v1` : server.url, apiKey: 'test-key', maxRetries: 0, model: `${provider}-demo-model-${++scenario}` };
 }
 
 async function runPrompt(h: TestHarper, server: ProviderServer, prompt: string, sessionId?: string): Promise<{ sessionId: string; report: RunReport }> {
@@ -81,7 +83,7 @@ export async function brokenSession(h: TestHarper, server: ProviderServer, provi
     user: 'admin',
     status: 'error',
     provider,
-    model: `${provider}-demo-model`,
+    model: `${provider}-demo-model-${scenario}`,
     createdAt: now,
     updatedAt: now,
     lastError: `${provider} request failed (HTTP 400): prompt is too long`,

@@ -296,12 +296,12 @@ describe('silent overflow', () => {
   });
 
   it('usage at agent.contextWindowTokens is a silent overflow; failing twice says which in lastError', async () => {
-    const full = { text: 'partial answer', toolCalls: [], finishReason: 'stop' as const, usage: { inputTokens: 8000, outputTokens: 3 } };
-    const h = harness([bigResult(), full, full], { contextWindowTokens: 8000 });
+    const full = { text: 'partial answer', toolCalls: [], finishReason: 'stop' as const, usage: { inputTokens: 100_000, outputTokens: 3 } };
+    const h = harness([bigResult(), full, full], { contextWindowTokens: 100_000 });
     seed(h);
     const s = await prompt(h, 'read');
     expect(s.status).to.equal('error');
-    expect(s.lastError).to.match(/still longer than the model's context window .*the provider reported 8000 input tokens, all of agent\.contextWindowTokens \(8000\).*silent overflow.*To continue: shorten the prompt, or start a new session\.$/);
+    expect(s.lastError).to.match(/still longer than the model's context window .*the provider reported 100000 input tokens, all of agent\.contextWindowTokens \(100000\).*silent overflow.*To continue: shorten the prompt, or start a new session\.$/);
   });
 
   it('a length finish on a small conversation stays a cut-short answer', async () => {

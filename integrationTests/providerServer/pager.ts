@@ -28,3 +28,25 @@ export function pagerResponder(root: string, file: string): Responder {
     return { toolCalls: [{ name: 'read_file', arguments: { root, path: file, ...cursor } }] };
   };
 }
+
+/** An investigation: reads `turns` pages of a log in one prompt (continuing from the newest page it can parse),
+ * then answers. Each request carries every page read so far, so the conversation outgrows a small window. */
+export function investigatorResponder(root: string, file: string, turns: number): Responder {
+  return (req: NeutralRequest): Turn => {
+    let since = req.messages.length - 1;
+    while (since >= 0 && req.messages[since]!.role !== 'user') since--;
+    const results = req.messages.slice(since + 1).filter((m) => m.role === 'tool');
+    if (results.length >= turns) return { text: `Read ${results.length} pages of ${file}.` };
+    let cursor: { startLine?: number; offset?: number } = {};
+    for (const m of req.messages) {
+      if (m.role !== 'tool') continue;
+      try {
+        const page = JSON.parse(m.text);
+        if (page.nextOffset !== undefined) cursor = { startLine: page.nextLine, offset: page.nextOffset };
+      } catch {
+        // a cut page: no cursor in it
+      }
+    }
+    return { toolCalls: [{ name: 'read_file', arguments: { root, path: file, ...cursor } }] };
+  };
+}

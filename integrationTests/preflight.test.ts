@@ -1,0 +1,49 @@
+// The pre-flight budget through Harper: a 20-turn investigation at a tight limit sends no request over it when the
+// budget is configured; without one, the provider rejects requests (and the agent learns from the first).
+import { expect } from 'chai';
+import { sharedHarper, type TestHarper } from './harness.js';
+import { investigatorResponder } from './providerServer/pager.js';
+import { ProviderServer } from './providerServer/server.js';
+import { writeBigLog } from './recoveryScenarios.js';
+import { useLocal } from './providers.test.js';
+
+const LIMIT = 100_000; // bytes; the server counts a token as 4 bytes, so the window is 25,000 tokens
+const TURNS = 20;
+
+describe('pre-flight context budget', function () {
+  let h: TestHarper;
+  const server = new ProviderServer();
+  before(async function () {
+    this.timeout(120_000);
+    h = await sharedHarper();
+    await server.start();
+    writeBigLog(h.logsDir);
+  });
+  after(async () => {
+    await useLocal(h);
+    await h.setConfig({ contextWindowTokens: null, maxTokens: 4096 });
+    await server.close();
+  });
+
+  async function investigate(model: string, budget: boolean) {
+    server.reset([], LIMIT);
+    server.responder = investigatorResponder('logs', 'big.log', TURNS);
+    await h.setConfig({ provider: 'openai', baseUrl: `${server.url}/v1`, apiKey: 'k', maxRetries: 0, model, maxToolResultBytes: 65536, maxTokens: 1000, contextWindowTokens: budget ? LIMIT / 4 : null });
+    const s = await h.prompt('Investigate logs/big.log, 20 pages.');
+    return { s, rejected: server.requests.filter((r) => r.rejected).length, requests: server.requests.length, largest: Math.max(...server.requests.map((r) => r.bytes)) };
+  }
+
+  it(`${TURNS} turns at a ${LIMIT / 1000} KB limit: 0 rejections with the budget configured, some without`, async () => {
+    const on = await investigate(`pf-on-${Date.now()}`, true);
+    const session = (await h.op({ operation: 'get_agent_session', session_id: on.s.session_id })).body;
+    const off = await investigate(`pf-off-${Date.now()}`, false);
+    console.log(`      with the budget: ${on.rejected} rejected of ${on.requests} requests (largest ${on.largest} bytes); without: ${off.rejected} rejected of ${off.requests}`);
+    expect(on.s.status, on.s.lastError).to.equal('completed');
+    expect(on.rejected).to.equal(0);
+    expect(on.largest).to.be.at.most(LIMIT);
+    expect(on.s.messages.filter((m: any) => m.role === 'tool')).to.have.length(TURNS);
+    expect(off.rejected).to.be.greaterThan(0);
+    expect(session.contextBudget).to.deep.equal({ tokens: LIMIT / 4 - 1000, source: `agent.contextWindowTokens (${LIMIT / 4}) less agent.maxTokens (1000)` });
+    expect(session.estimatedContextTokens).to.be.a('number').and.at.most(LIMIT / 4 - 1000 + 12_000);
+  });
+});

@@ -1,0 +1,102 @@
+import { expect } from 'chai';
+import { writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { ContextLimits, contextBudget, estimateTokens, KNOWN_CONTEXT_WINDOWS } from '../agent/contextBudget.js';
+import { defaultConfig } from '../agent/agent.js';
+import { activeRun } from '../agent/loop.js';
+import { createOperations } from '../agent/operations.js';
+import { OpenAIBackend, toOpenAIMessages } from '../components/openai/backend.js';
+import { ProviderServer } from '../integrationTests/providerServer/server.js';
+import { ModelError } from '../resources/models/backendHelpers.js';
+import type { GenerateInput, ToolMessage } from '../resources/models/types.js';
+import { calls, harness, text, type Harness } from './helpers.js';
+
+const user = { username: 'admin', role: { permission: { super_user: true } } };
+async function prompt(h: Harness, message: string, session_id?: string) {
+  const ops = createOperations({ ...h.deps, setConfig: () => undefined });
+  const r = (await ops.agent_prompt.handle({ message, ...(session_id ? { session_id } : {}) }, user)) as { session_id: string };
+  await activeRun(r.session_id)?.done;
+  return (await h.store.get(r.session_id))!;
+}
+
+describe('context budget', () => {
+  it('the estimate is never below the byte-derived count of real request bodies (bytes / 4)', async () => {
+    const server = await new ProviderServer().start();
+    try {
+      const backend = new OpenAIBackend({ baseUrl: `${server.url}/v1`, apiKey: 'k', requestTimeoutMs: 5000, maxRetries: 0 });
+      const samples: GenerateInput[] = [
+        { system: 'sys', model: 'm', maxTokens: 10, tools: [], messages: [{ role: 'user', content: 'hi' }] },
+        { system: 'sys'.repeat(300), model: 'm', maxTokens: 10, tools: [{ name: 't', description: 'd'.repeat(500), parameters: { type: 'object' } }], messages: [{ role: 'user', content: 'é€😀'.repeat(3000) }] },
+        { system: 's', model: 'm', maxTokens: 10, tools: [], messages: [{ role: 'user', content: 'x' }, { role: 'assistant', content: '', toolCalls: [{ id: 'a', name: 't', arguments: { q: '"\\'.repeat(100) } }] }, { role: 'tool', toolCallId: 'a', name: 't', content: '\u0001'.repeat(5000) }] },
+      ];
+      for (const input of samples) {
+        server.reset([{ text: 'ok' }]);
+        await backend.generate(input, new AbortController().signal);
+        const trueCount = Math.ceil(server.requests[0]!.bytes / 4);
+        expect(estimateTokens(input)).to.be.at.least(trueCount);
+        void toOpenAIMessages;
+      }
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('budget: configured window, then the known table, else none; a learned failure lowers it', async () => {
+    const limits = new ContextLimits();
+    const config = { ...defaultConfig(), maxTokens: 1000 };
+    expect(await contextBudget({ ...config, contextWindowTokens: 20_000 }, 'openai', 'x', limits)).to.deep.include({ tokens: 19_000 });
+    expect(await contextBudget(config, 'openai', 'gpt-4.1-mini', limits)).to.deep.include({ tokens: KNOWN_CONTEXT_WINDOWS['gpt-4.1-mini']! - 1000 });
+    expect(await contextBudget(config, 'openai', 'unknown-model', limits)).to.equal(null);
+    await limits.learn('openai', 'unknown-model', 10_000);
+    expect(await contextBudget(config, 'openai', 'unknown-model', limits)).to.deep.include({ tokens: 9000 });
+    await limits.learn('openai', 'unknown-model', 20_000); // a larger failure teaches nothing
+    expect((await contextBudget(config, 'openai', 'unknown-model', limits))!.tokens).to.equal(9000);
+  });
+
+  it('learned limits survive in the table', async () => {
+    const rows = new Map<string, Record<string, unknown>>();
+    const table = { get: (id: string) => rows.get(id), put: (id: string, r: Record<string, unknown>) => void rows.set(id, r) };
+    await new ContextLimits(() => table).learn('anthropic', 'm', 5000);
+    expect(await new ContextLimits(() => table).failedAt('anthropic', 'm')).to.equal(5000);
+  });
+
+  function seed(h: Harness) {
+    writeFileSync(path.join(h.scopes.logs, 'pf.log'), ('p'.repeat(99) + '\n').repeat(300));
+  }
+  const read = () => calls(['read_file', { root: 'logs', path: 'pf.log' }]);
+
+  it('pre-flight shrinks from the newest group, group by group, until the request fits, without a rejection', async () => {
+    const h = harness([read(), read(), read(), text('done')], { contextWindowTokens: 12_000, maxTokens: 1000 });
+    seed(h);
+    const s = await prompt(h, 'read three times');
+    expect(s.status, s.lastError ?? '').to.equal('completed');
+    const cuts = s.messages.filter((m): m is ToolMessage => m.role === 'tool').map((m) => m.cut ?? null);
+    // Each 30 KB page alone is ~10k tokens: before each next request the newest one is cut.
+    expect(cuts).to.deep.equal(['context', 'context', 'context']);
+    for (const input of h.backend.inputs) expect(estimateTokens(input)).to.be.at.most(11_000);
+  });
+
+  it('when nothing is left to cut, the run ends error without sending', async () => {
+    const h = harness([text('never sent')], { contextWindowTokens: 2000, maxTokens: 500 });
+    const s = await prompt(h, 'x'.repeat(20_000));
+    expect(s.status).to.equal('error');
+    expect(s.lastError).to.match(/^The conversation does not fit the model's context window: about \d+ tokens against a budget of 1500 \(agent\.contextWindowTokens \(2000\) less agent\.maxTokens \(500\)\), and no tool result is left to cut\. Nothing was sent\. To continue: shorten the prompt, or start a new session\.$/);
+    expect(h.backend.inputs).to.have.length(0);
+  });
+
+  it('a rejection the estimate let through is learned and used from then on', async () => {
+    const limits = new ContextLimits();
+    const tooLong = new ModelError('too long', 'scripted', 400, true);
+    const h = harness([read(), tooLong, text('ok'), read(), text('fine')]);
+    h.deps.limits = limits;
+    seed(h);
+    const s = await prompt(h, 'read');
+    expect(s.status).to.equal('completed');
+    const failed = await limits.failedAt('scripted', 'scripted-1');
+    expect(failed).to.be.a('number');
+    const s2 = await prompt(h, 'read again', s.session_id);
+    expect(s2.status).to.equal('completed');
+    // The second read would have been over 0.9 x the failed size: it was cut before sending, not rejected.
+    expect(estimateTokens(h.backend.inputs.at(-1)!)).to.be.at.most(Math.floor(failed! * 0.9));
+  });
+});
