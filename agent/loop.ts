@@ -104,7 +104,8 @@ export function silentOverflow(out: GenerateOutput, config: AgentConfig, convers
 
 async function callModel(deps: LoopDeps, session: Session, req: TurnRequest): Promise<GenerateOutput> {
   const input = buildInput(deps, session, req);
-  const out = await req.backend.generate(input, req.signal);
+  // A signal per request: SDKs add an abort listener per call, and a run makes many calls on one run signal.
+  const out = await req.backend.generate(input, AbortSignal.any([req.signal]));
   const silent = silentOverflow(out, req.config, Buffer.byteLength(JSON.stringify(input.messages)));
   if (silent) throw new ModelError(silent, req.backend.provider, 400, true, 'silent_overflow');
   return out;

@@ -61,20 +61,29 @@ export const SHRINK_REASON = 'cut to 2 KiB after the model rejected the conversa
 export const SHRINK_ADVICE =
   'read less at a time (a smaller lineCount, tail_file with fewer lines, a narrower grep pattern or path)';
 
+/** A message as plain data. Harper's nested objects carry their fields as inherited getters, which a spread drops,
+ * so each field is copied by name; tool-call arguments are read-only and kept as they are. */
+function plainMessage(m: Record<string, any>): Message {
+  const out: Record<string, unknown> = { role: m.role, content: m.content };
+  if (m.toolCalls) out.toolCalls = Array.from(m.toolCalls as Record<string, any>[], (c) => ({ id: c.id, name: c.name, arguments: c.arguments }));
+  for (const key of ['toolCallId', 'name', 'isError', 'cut', 'at'] as const) if (m[key] !== undefined) out[key] = m[key];
+  return out as unknown as Message;
+}
+
+function plainApproval(p: Record<string, any>): PendingApproval {
+  return { approval_id: p.approval_id, toolCallId: p.toolCallId, name: p.name, arguments: p.arguments, createdAt: p.createdAt };
+}
+
 function toSession(record: unknown): Session | undefined {
   if (!record) return undefined;
   const r = record as Record<string, unknown>;
-  // Harper records (and the objects nested in them) expose fields as getters, not own properties, so a spread
-  // would drop them: copy the row into plain data the loop can change freely.
-  const plain = (value: unknown) => (value === undefined || value === null ? undefined : JSON.parse(JSON.stringify(value)));
-  const messages = plain(r.messages);
-  const pendingApprovals = plain(r.pendingApprovals);
+  // Copy the row into plain data the loop can change freely (a Harper record exposes its fields as getters).
   return {
     session_id: String(r.session_id),
     user: (r.user as string) ?? null,
-    status: ((r.status as SessionStatus) ?? 'idle'),
-    messages: Array.isArray(messages) ? (messages as Message[]) : [],
-    pendingApprovals: Array.isArray(pendingApprovals) ? (pendingApprovals as PendingApproval[]) : [],
+    status: (r.status as SessionStatus) ?? 'idle',
+    messages: Array.isArray(r.messages) ? Array.from(r.messages as Record<string, any>[], plainMessage) : [],
+    pendingApprovals: Array.isArray(r.pendingApprovals) ? Array.from(r.pendingApprovals as Record<string, any>[], plainApproval) : [],
     provider: String(r.provider ?? 'local'),
     model: (r.model as string) ?? null,
     createdAt: Number(r.createdAt ?? 0),

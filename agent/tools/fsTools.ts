@@ -120,16 +120,19 @@ export async function readFile(args: Record<string, unknown>, ctx: ToolContext, 
       let model: CostModel = costModel(buf, true);
       let slice = slicePage(buf, atEof, budget, maxLines, model);
       let page = buf.subarray(0, slice.end);
-      const valid = isValidUtf8(page);
+      let content = page.toString('utf8');
+      const valid = Buffer.byteLength(content) === page.length; // decoded once: the check and the result share it
       if (!valid) {
         model = costModel(buf, false);
         slice = slicePage(buf, atEof, budget - INVALID_UTF8_FIELD, maxLines, model);
         page = buf.subarray(0, slice.end);
+        content = page.toString('utf8');
       }
       // A page that runs into a key stops before the key's first line, so the text before a key is still served.
       const armorAt = slice.lineTruncated ? -1 : firstArmorLineStart(page);
       if (armorAt > 0) {
         page = page.subarray(0, armorAt);
+        content = page.toString('utf8');
         slice = { end: armorAt, lines: countLines(page), lineTruncated: false };
       }
       try {
@@ -140,7 +143,7 @@ export async function readFile(args: Record<string, unknown>, ctx: ToolContext, 
       }
       const endLine = slice.lines === 0 ? startLine - 1 : startLine + slice.lines - 1;
       const nextOffset = offset + slice.end;
-      const result: ReadFileResult = { path: resolved.display, size, offset, startLine, endLine, content: page.toString('utf8') };
+      const result: ReadFileResult = { path: resolved.display, size, offset, startLine, endLine, content };
       if (nextOffset < size) {
         result.nextLine = slice.lineTruncated || (slice.end > 0 && page[page.length - 1] !== 10) ? endLine : endLine + 1;
         result.nextOffset = nextOffset;

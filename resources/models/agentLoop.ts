@@ -44,8 +44,8 @@ export function truncateWithMarker(
   advice: string = DEFAULT_ADVICE,
   reason = 'truncated'
 ): string {
+  if (Buffer.byteLength(text, 'utf8') <= maxBytes) return text; // measures without encoding: the common case
   const buf = Buffer.from(text, 'utf8');
-  if (buf.length <= maxBytes) return text;
   const marker = `…[${reason}; full result is ${buf.length} bytes. Ask for less: ${advice}]`;
   const markerBuf = Buffer.from(marker, 'utf8');
   if (markerBuf.length >= maxBytes) {
