@@ -286,7 +286,8 @@ async function main() {
   const missed = rows.filter((r) => r.met === false);
   md.push('## Where a page\'s time goes', '', ...profile, '');
   if (missed.length) md.push('## Missed targets', '', ...missed.map((r) => `- ${r.what}: ${r.figure}, target ${r.target}.`), '');
-  writeFileSync(path.join(process.cwd(), 'BENCHMARKS.md'), md.join('\n') + (process.env.BENCH_NOTES ? `\n${readFileSync(process.env.BENCH_NOTES, 'utf8')}` : ''));
+  const notes = readFileSync(new URL('../../bench/NOTES.md', import.meta.url), 'utf8');
+  writeFileSync(path.join(process.cwd(), 'BENCHMARKS.md'), md.join('\n') + '\n' + notes);
   console.log('\nwrote BENCHMARKS.md');
   rmSync(ROOT, { recursive: true, force: true });
 }

@@ -1,26 +1,18 @@
 // Every OpenAI-compatible server's overflow, through Harper and the real OpenAI SDK: the run recovers by cutting the
 // newest page, or ends with the actionable lastError. Silent overflows too.
 import { expect } from 'chai';
-import { sharedHarper, type TestHarper } from './harness.js';
+import type { TestHarper } from './harness.js';
+import { providerSuite } from './providerSuite.js';
 import { NOT_OVERFLOW_SAMPLES, OVERFLOW_SAMPLES } from './providerServer/overflowSamples.js';
 import { pagerResponder } from './providerServer/pager.js';
-import { ProviderServer } from './providerServer/server.js';
+import {  } from './providerServer/server.js';
 import { providerSettings, twoPrompts, writeBigLog } from './recoveryScenarios.js';
-import { useLocal } from './providers.test.js';
 
 describe('overflow detection for OpenAI-compatible servers', function () {
-  let h: TestHarper;
-  const server = new ProviderServer();
-  before(async function () {
-    this.timeout(120_000);
-    h = await sharedHarper();
-    await server.start();
-    writeBigLog(h.logsDir);
-  });
-  after(async () => {
-    await useLocal(h);
-    await server.close();
-  });
+  const suite = providerSuite((h) => writeBigLog(h.logsDir));
+  const server = suite.server;
+  let h!: TestHarper;
+  before(() => (h = suite.h));
 
   for (const sample of OVERFLOW_SAMPLES) {
     it(`${sample.server}: rejected at 45 KB, the page is cut, the retry completes`, async () => {

@@ -1,29 +1,20 @@
 // The pre-flight budget through Harper: a 20-turn investigation at a tight limit sends no request over it when the
 // budget is configured; without one, the provider rejects requests (and the agent learns from the first).
 import { expect } from 'chai';
-import { sharedHarper, type TestHarper } from './harness.js';
+import type { TestHarper } from './harness.js';
+import { providerSuite } from './providerSuite.js';
 import { investigatorResponder } from './providerServer/pager.js';
-import { ProviderServer } from './providerServer/server.js';
+import {  } from './providerServer/server.js';
 import { writeBigLog } from './recoveryScenarios.js';
-import { useLocal } from './providers.test.js';
 
 const LIMIT = 100_000; // bytes; the server counts a token as 4 bytes, so the window is 25,000 tokens
 const TURNS = 20;
 
 describe('pre-flight context budget', function () {
-  let h: TestHarper;
-  const server = new ProviderServer();
-  before(async function () {
-    this.timeout(120_000);
-    h = await sharedHarper();
-    await server.start();
-    writeBigLog(h.logsDir);
-  });
-  after(async () => {
-    await useLocal(h);
-    await h.setConfig({ contextWindowTokens: null, maxTokens: 4096 });
-    await server.close();
-  });
+  const suite = providerSuite((h) => writeBigLog(h.logsDir));
+  const server = suite.server;
+  let h!: TestHarper;
+  before(() => (h = suite.h));
 
   async function investigate(model: string, budget: boolean) {
     server.reset([], LIMIT);

@@ -2,45 +2,31 @@
 import { expect } from 'chai';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { ProviderServer, type Provider } from './providerServer/server.js';
-import { sharedHarper, type TestHarper } from './harness.js';
-
-export function providerConfig(provider: Provider, server: ProviderServer) {
-  return { provider, baseUrl: provider === 'openai' ? `${server.url}/v1` : server.url, apiKey: 'test-key', maxRetries: 0, model: `${provider}-test-model` };
-}
-
-export async function useLocal(h: TestHarper) {
-  const r = await h.setConfig({ provider: 'local', baseUrl: null, apiKey: null, model: null, maxRetries: 2, maxToolResultBytes: 65536 });
-  expect(r.status).to.equal(200);
-}
+import { type Provider } from './providerServer/server.js';
+import type { TestHarper } from './harness.js';
+import { providerSettings } from './recoveryScenarios.js';
+import { providerSuite } from './providerSuite.js';
 
 describe('provider backends through Harper', function () {
-  let h: TestHarper;
-  const server = new ProviderServer();
-  before(async function () {
-    this.timeout(120_000);
-    h = await sharedHarper();
-    await server.start();
-    writeFileSync(path.join(h.logsDir, 'provider.log'), 'alpha\nbeta ERROR\ngamma\n');
-  });
-  after(async () => {
-    await useLocal(h);
-    await server.close();
-  });
+  const suite = providerSuite((h) => writeFileSync(path.join(h.logsDir, 'provider.log'), 'alpha\nbeta ERROR\ngamma\n'));
+  const server = suite.server;
+  let h!: TestHarper;
+  before(() => (h = suite.h));
 
   for (const provider of ['openai', 'anthropic', 'bedrock'] as const) {
     it(`${provider}: a prompt that makes one tool call and completes`, async () => {
-      expect((await h.setConfig(providerConfig(provider, server))).status).to.equal(200);
+      const settings = providerSettings(provider, server);
+      expect((await h.setConfig(settings)).status).to.equal(200);
       server.reset([{ toolCalls: [{ name: 'read_file', arguments: { root: 'logs', path: 'provider.log' } }] }, { text: 'provider.log has 3 lines; line 2 is an error.' }]);
       const s = await h.prompt('what is in logs/provider.log?');
       expect(s.status, s.lastError).to.equal('completed');
-      expect(s).to.include({ provider, model: `${provider}-test-model` });
+      expect(s).to.include({ provider, model: settings.model });
       expect(s.messages.at(-1).content).to.equal('provider.log has 3 lines; line 2 is an error.');
       expect(server.requests).to.have.length(2);
       for (const r of server.requests) {
         expect(r.provider).to.equal(provider);
         expect(r.neutral.systems).to.have.length(1);
-        expect(r.neutral.model).to.equal(`${provider}-test-model`);
+        expect(r.neutral.model).to.equal(settings.model);
       }
       const result = server.requests[1]!.neutral.messages.at(-1)!;
       expect(result.role).to.equal('tool');
@@ -58,7 +44,7 @@ describe('provider backends through Harper', function () {
       if (inserted.status !== 200) await new Promise((r) => setTimeout(r, 250)); // the new table reaches every thread
     }
     expect(inserted.status).to.equal(200);
-    expect((await h.setConfig({ ...providerConfig('openai', server), maxToolResultBytes: 4096 })).status).to.equal(200);
+    expect((await h.setConfig({ ...providerSettings('openai', server), maxToolResultBytes: 4096 })).status).to.equal(200);
     server.reset([{ toolCalls: [{ name: 'search_table', arguments: { database: 'capdata', table: 'blobs', id: 'one' } }] }, { text: 'it is big' }]);
     const s = await h.prompt('show the blob');
     expect(s.status, s.lastError).to.equal('completed');

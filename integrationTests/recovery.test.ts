@@ -1,25 +1,17 @@
 // The demo's three recovery scenarios as assertions, through Harper, with each provider's real SDK and wording.
 import { expect } from 'chai';
 import { SYSTEM_PROMPT } from '../agent/systemPrompt.js';
-import { sharedHarper, type TestHarper } from './harness.js';
-import { ProviderServer } from './providerServer/server.js';
+import type { TestHarper } from './harness.js';
+import { providerSuite } from './providerSuite.js';
+import {  } from './providerServer/server.js';
 import { BROKEN_TOOL_MESSAGE_BYTES, brokenSession, twoPrompts, writeBigLog } from './recoveryScenarios.js';
-import { useLocal } from './providers.test.js';
 
 describe('recovery from context-window rejections, end to end', function () {
-  let h: TestHarper;
   let bigLog = '';
-  const server = new ProviderServer();
-  before(async function () {
-    this.timeout(120_000);
-    h = await sharedHarper();
-    await server.start();
-    bigLog = writeBigLog(h.logsDir);
-  });
-  after(async () => {
-    await useLocal(h);
-    await server.close();
-  });
+  const suite = providerSuite((h) => (bigLog = writeBigLog(h.logsDir)));
+  const server = suite.server;
+  let h!: TestHarper;
+  before(() => (h = suite.h));
 
   it('300 KB limit: both prompts complete, pages about 32 KB, nothing rejected, one system prompt per request', async () => {
     const r = await twoPrompts(h, server, 'openai', 300_000);

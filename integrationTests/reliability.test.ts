@@ -2,25 +2,17 @@
 import { expect } from 'chai';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { sharedHarper, type TestHarper } from './harness.js';
-import { ProviderServer, type Turn } from './providerServer/server.js';
-import { useLocal } from './providers.test.js';
+import type { TestHarper } from './harness.js';
+import { providerSuite, useLocal } from './providerSuite.js';
+import { type Turn } from './providerServer/server.js';
 
 export const COUNTS = { faults: 0, concurrentSessions: 20 };
 
 describe('reliability under faults, load and bad input', function () {
-  let h: TestHarper;
-  const server = new ProviderServer();
-  before(async function () {
-    this.timeout(120_000);
-    h = await sharedHarper();
-    await server.start();
-    writeFileSync(path.join(h.logsDir, 'redos.log'), 'a'.repeat(40) + '!\n');
-  });
-  after(async () => {
-    await useLocal(h);
-    await server.close();
-  });
+  const suite = providerSuite((h) => writeFileSync(path.join(h.logsDir, 'redos.log'), 'a'.repeat(40) + '!\n'));
+  const server = suite.server;
+  let h!: TestHarper;
+  before(() => (h = suite.h));
   const useOpenAI = (extra: Record<string, unknown> = {}) =>
     h.setConfig({ provider: 'openai', baseUrl: `${server.url}/v1`, apiKey: 'k', maxRetries: 1, requestTimeoutMs: 120000, maxToolResultBytes: 65536, ...extra });
 

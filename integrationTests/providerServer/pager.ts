@@ -3,6 +3,21 @@
 // recovery tests use it to make a conversation grow the way an investigation does.
 import type { NeutralRequest, Responder, Turn } from './server.js';
 
+/** The read_file cursor of the newest page that can be parsed (a cut page has none), or the file's start. */
+function newestCursor(req: NeutralRequest): { startLine?: number; offset?: number } {
+  let cursor: { startLine?: number; offset?: number } = {};
+  for (const m of req.messages) {
+    if (m.role !== 'tool') continue;
+    try {
+      const page = JSON.parse(m.text);
+      if (page.nextOffset !== undefined) cursor = { startLine: page.nextLine, offset: page.nextOffset };
+    } catch {
+      // a cut page: no cursor in it
+    }
+  }
+  return cursor;
+}
+
 export function pagerResponder(root: string, file: string): Responder {
   return (req: NeutralRequest): Turn => {
     const last = req.messages[req.messages.length - 1];
@@ -15,17 +30,7 @@ export function pagerResponder(root: string, file: string): Responder {
         return { text: `The page of ${file} was cut before I could read it; I will ask for less next time.` };
       }
     }
-    let cursor: { startLine?: number; offset?: number } = {};
-    for (const m of req.messages) {
-      if (m.role !== 'tool') continue;
-      try {
-        const page = JSON.parse(m.text);
-        if (page.nextOffset !== undefined) cursor = { startLine: page.nextLine, offset: page.nextOffset };
-      } catch {
-        // a cut page: no cursor in it
-      }
-    }
-    return { toolCalls: [{ name: 'read_file', arguments: { root, path: file, ...cursor } }] };
+    return { toolCalls: [{ name: 'read_file', arguments: { root, path: file, ...newestCursor(req) } }] };
   };
 }
 
@@ -37,16 +42,6 @@ export function investigatorResponder(root: string, file: string, turns: number)
     while (since >= 0 && req.messages[since]!.role !== 'user') since--;
     const results = req.messages.slice(since + 1).filter((m) => m.role === 'tool');
     if (results.length >= turns) return { text: `Read ${results.length} pages of ${file}.` };
-    let cursor: { startLine?: number; offset?: number } = {};
-    for (const m of req.messages) {
-      if (m.role !== 'tool') continue;
-      try {
-        const page = JSON.parse(m.text);
-        if (page.nextOffset !== undefined) cursor = { startLine: page.nextLine, offset: page.nextOffset };
-      } catch {
-        // a cut page: no cursor in it
-      }
-    }
-    return { toolCalls: [{ name: 'read_file', arguments: { root, path: file, ...cursor } }] };
+    return { toolCalls: [{ name: 'read_file', arguments: { root, path: file, ...newestCursor(req) } }] };
   };
 }
