@@ -5,7 +5,7 @@ import { ContextLimits, contextBudget, estimateTokens, KNOWN_CONTEXT_WINDOWS } f
 import { defaultConfig } from '../agent/agent.js';
 import { activeRun } from '../agent/loop.js';
 import { createOperations } from '../agent/operations.js';
-import { OpenAIBackend, toOpenAIMessages } from '../components/openai/backend.js';
+import { OpenAIBackend } from '../components/openai/backend.js';
 import { ProviderServer } from '../integrationTests/providerServer/server.js';
 import { ModelError } from '../resources/models/backendHelpers.js';
 import type { GenerateInput, ToolMessage } from '../resources/models/types.js';
@@ -34,7 +34,6 @@ describe('context budget', () => {
         await backend.generate(input, new AbortController().signal);
         const trueCount = Math.ceil(server.requests[0]!.bytes / 4);
         expect(estimateTokens(input)).to.be.at.least(trueCount);
-        void toOpenAIMessages;
       }
     } finally {
       await server.close();

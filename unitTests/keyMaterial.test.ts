@@ -17,7 +17,6 @@ function base64Lines(bytes: number, width = 64): string {
 
 const rsa = generateKeyPairSync('rsa', { modulusLength: 2048 });
 const ec = generateKeyPairSync('ec', { namedCurve: 'P-256' });
-const dsa = generateKeyPairSync('dsa', { modulusLength: 2048, divisorLength: 256 });
 export const KEYS: Record<string, string> = {
   'PKCS#8': rsa.privateKey.export({ type: 'pkcs8', format: 'pem' }) as string,
   'encrypted PKCS#8': rsa.privateKey.export({ type: 'pkcs8', format: 'pem', cipher: 'aes-256-cbc', passphrase: 'pw' }) as string,
@@ -27,7 +26,6 @@ export const KEYS: Record<string, string> = {
   OpenSSH: `-----BEGIN OPENSSH PRIVATE KEY-----\n${base64Lines(1800, 70)}-----END OPENSSH PRIVATE KEY-----\n`,
   PGP: `-----BEGIN PGP PRIVATE KEY BLOCK-----\n\n${base64Lines(3000)}-----END PGP PRIVATE KEY BLOCK-----\n`,
 };
-void dsa;
 
 /** Key body lines: what must never appear in any tool result. */
 function bodyLines(key: string): string[] {

@@ -143,11 +143,11 @@ describe('the run loop', () => {
   it('cancel during a model call ends aborted, and nothing is written after', async () => {
     let release!: () => void;
     const started = new Promise<void>((r) => (release = r));
+    // Answers only after the cancel, as a provider that finishes anyway would.
     const slow: Step = (_input, signal) =>
-      new Promise((resolve, reject) => {
+      new Promise((resolve) => {
         release();
         signal.addEventListener('abort', () => setTimeout(() => resolve(text('too late')), 5));
-        void reject;
       });
     const h = harness([slow]);
     const r = (await ops(h).agent_prompt.handle({ message: 'go' }, user)) as { session_id: string };
