@@ -1,13 +1,16 @@
 // The component's entry, loaded by Harper (config.yaml jsResource): reads agent.* config, fixes the tool scopes,
-// registers the embedded backend and serves the agent's operations on the operations API port.
+// registers the embedded backend, serves the agent's operations on the operations API port and the admin page at /agent/.
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { localBackend } from '../resources/models/localBackend.js';
 import { Models } from '../resources/models/models.js';
+import { adminListener } from './adminPage.js';
 import { loadAgentConfig, type AgentConfig } from './agent.js';
 import { ContextLimits, type LimitTable } from './contextBudget.js';
 import { operationsListener } from './http.js';
 import { recoverInterruptedRuns } from './loop.js';
 import { createOperations } from './operations.js';
+import type { SubscribableTable } from './sessionFeed.js';
 import { SessionStore, type SessionTable } from './session.js';
 import { createToolRegistry, defaultTools } from './tools/index.js';
 import type { Scopes } from './tools/scopes.js';
@@ -15,7 +18,7 @@ import type { Scopes } from './tools/scopes.js';
 interface HarperGlobals {
   server: {
     config: Record<string, any>;
-    http(listener: unknown, options: Record<string, unknown>): void;
+    http(listener: unknown, options?: Record<string, unknown>): void;
   };
   databases: Record<string, Record<string, unknown>>;
   logger: { warn(message: string): void; info(message: string): void; error(message: string): void };
@@ -34,7 +37,8 @@ const scopes: Scopes = {
 };
 
 Models.register(localBackend);
-const store = new SessionStore(() => databases.agent!.AgentSession as unknown as SessionTable);
+const sessionTable = () => databases.agent!.AgentSession;
+const store = new SessionStore(() => sessionTable() as unknown as SessionTable);
 const operations = createOperations({
   store,
   tools: createToolRegistry(defaultTools),
@@ -52,6 +56,17 @@ const network = harper.operationsApi?.network ?? {};
 const port = network.port ?? undefined;
 const securePort = port ? undefined : network.securePort;
 server.http(operationsListener(operations, (m) => logger.error(m)), { port, securePort });
+
+// The admin page on Harper's HTTP port; on the operations port too, where the CLI follows a run's events.
+const admin = adminListener({
+  operations,
+  store,
+  table: () => sessionTable() as unknown as SubscribableTable,
+  pageDir: path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../admin'),
+  log: (m) => logger.error(m),
+});
+server.http(admin);
+server.http(admin, { port, securePort });
 
 recoverInterruptedRuns(store).then(
   (n) => n && logger.warn(`harper-agent: marked ${n} run(s) interrupted by a restart as error`),

@@ -8,29 +8,30 @@ import { checkInput, HttpError, type User } from './operations.js';
 export const MAX_AGENT_BODY_BYTES = 1024 * 1024;
 const PEEK_BYTES_OF_LARGE_BODY = 64 * 1024;
 
-interface HarperRequest {
+export interface HarperRequest {
+  url?: string;
   method?: string;
   headers: { get?(name: string): string | null | undefined } & Record<string, unknown>;
   user?: User;
   _nodeRequest?: Readable;
 }
 
-interface HarperResponse {
+export interface HarperResponse {
   status: number;
   /** A Headers object: Harper itself adds to it (e.g. WWW-Authenticate on a 401). */
   headers: Headers;
-  body: string;
+  body: string | Readable;
 }
 
-type Operations = Record<string, { schema: Record<string, unknown>; handle(input: Record<string, unknown>, user: User): Promise<unknown> }>;
+export type Operations = Record<string, { schema: Record<string, unknown>; handle(input: Record<string, unknown>, user: User): Promise<unknown> }>;
 
-function header(request: HarperRequest, name: string): string | undefined {
+export function header(request: HarperRequest, name: string): string | undefined {
   const value = request.headers.get ? request.headers.get(name) : (request.headers[name] as string | undefined);
   return value ?? undefined;
 }
 
 /** Reads exactly `n` bytes (or what there is before the end) without consuming past them. */
-function readExactly(stream: Readable, n: number): Promise<Buffer | null> {
+export function readExactly(stream: Readable, n: number): Promise<Buffer | null> {
   return new Promise((resolve, reject) => {
     const done = (value: Buffer | null, error?: unknown) => {
       stream.off('readable', attempt);
@@ -54,6 +55,27 @@ function readExactly(stream: Readable, n: number): Promise<Buffer | null> {
 
 export function json(status: number, payload: unknown): HarperResponse {
   return { status, headers: new Headers({ 'content-type': 'application/json' }), body: JSON.stringify(payload) };
+}
+
+/** The agent's operations need a super_user (they read logs, config and source, and write components). */
+export function authorize(user: User | undefined, what: string): User {
+  if (!user) throw new HttpError(401, 'authentication required: send Basic credentials or an operation token');
+  if (user.role?.permission?.super_user !== true) throw new HttpError(403, `${what} needs a super_user role`);
+  return user;
+}
+
+/** Runs one agent operation for `user`: the one path from a request body to an answer, for every port. */
+export async function answerOperation(operations: Operations, name: string, input: Record<string, unknown>, user: User | undefined, log: (message: string) => void): Promise<HarperResponse> {
+  const op = operations[name]!;
+  try {
+    const who = authorize(user, name);
+    checkInput(op, input);
+    return json(200, await op.handle(input, who));
+  } catch (error) {
+    if (error instanceof HttpError) return json(error.status, { error: error.message });
+    log(`harper-agent: ${name} failed: ${errorInfo(error)}`);
+    return json(500, { error: `${name} failed: ${errorInfo(error)}` });
+  }
 }
 
 const OPERATION_FIELD = /"operation"\s*:\s*"([A-Za-z_]+)"/;
@@ -87,16 +109,6 @@ export function operationsListener(operations: Operations, log: (message: string
       stream.unshift(peek);
       return next(request);
     }
-    const op = operations[name]!;
-    try {
-      if (!request.user) throw new HttpError(401, 'authentication required: send Basic credentials or an operation token');
-      if (request.user.role?.permission?.super_user !== true) throw new HttpError(403, `${name} needs a super_user role`);
-      checkInput(op, input as Record<string, unknown>);
-      return json(200, await op.handle(input as Record<string, unknown>, request.user));
-    } catch (error) {
-      if (error instanceof HttpError) return json(error.status, { error: error.message });
-      log(`harper-agent: ${name} failed: ${errorInfo(error)}`);
-      return json(500, { error: `${name} failed: ${errorInfo(error)}` });
-    }
+    return answerOperation(operations, name, input as Record<string, unknown>, request.user, log);
   };
 }

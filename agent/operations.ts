@@ -6,7 +6,7 @@ import { contextBudget, estimateTokens } from './contextBudget.js';
 import { SYSTEM_PROMPT } from './systemPrompt.js';
 import { activeRun, newRunner, startRun, type LoopDeps } from './loop.js';
 import { Models } from '../resources/models/models.js';
-import { sessionBytes, SessionNotFoundError, type Session } from './session.js';
+import { sessionBytes, sessionSummary, SessionNotFoundError, type Session } from './session.js';
 
 const Ajv = AjvModule.default ?? AjvModule;
 
@@ -42,10 +42,6 @@ function sessionView(s: Session) {
   return { ...s, messageCount: s.messages.length, bytes: sessionBytes(s) };
 }
 
-function summary(s: Session) {
-  const { messages, pendingApprovals, ...rest } = s;
-  return { ...rest, messageCount: messages.length, bytes: sessionBytes(s), pendingApprovals: pendingApprovals.length };
-}
 
 export function createOperations(deps: OperationsDeps): Record<string, Operation> {
   const { store } = deps;
@@ -69,7 +65,7 @@ export function createOperations(deps: OperationsDeps): Record<string, Operation
         }
         const id = (input.session_id as string | undefined) ?? (await store.create({ user: user.username ?? null, provider: config.provider, model: config.model ?? registration.defaultModel })).session_id;
         const runner = newRunner();
-        await store
+        const session = await store
           .mutate(id, (s) => {
             if (s.status === 'running' || s.status === 'awaiting_approval') {
               throw new HttpError(409, `session ${id} is ${s.status}: wait for it to finish${s.status === 'awaiting_approval' ? ', answer its approval' : ''} or cancel it with cancel_agent_run`);
@@ -86,7 +82,8 @@ export function createOperations(deps: OperationsDeps): Record<string, Operation
             throw error;
           });
         startRun(deps, id, runner);
-        return { session_id: id, status: 'running' };
+        // messageIndex: where this prompt's messages start, so a follower (the CLI) can ask for just those.
+        return { session_id: id, status: 'running', messageIndex: session.messages.length - 1 };
       },
     },
 
@@ -105,7 +102,7 @@ export function createOperations(deps: OperationsDeps): Record<string, Operation
     list_agent_sessions: {
       schema: object({ limit: { type: 'integer', minimum: 1, maximum: 1000 } }),
       async handle(input) {
-        return (await store.list((input.limit as number | undefined) ?? 50)).map(summary);
+        return (await store.list((input.limit as number | undefined) ?? 50)).map(sessionSummary);
       },
     },
 
@@ -134,7 +131,7 @@ export function createOperations(deps: OperationsDeps): Record<string, Operation
         await mustGet(id);
         const runner = newRunner();
         let toolCallId = '';
-        await store.mutate(id, (s) => {
+        const session = await store.mutate(id, (s) => {
           if (s.status !== 'awaiting_approval') throw new HttpError(409, `session ${id} is ${s.status}: it is not waiting for an approval`);
           const pending = s.pendingApprovals.find((p) => p.approval_id === input.approval_id);
           if (!pending) throw new HttpError(404, `approval ${JSON.stringify(input.approval_id)} is not pending on session ${id}`);
@@ -144,7 +141,7 @@ export function createOperations(deps: OperationsDeps): Record<string, Operation
           s.runner = runner;
         });
         startRun(deps, id, runner, { toolCallId, approved: input.approved as boolean });
-        return { session_id: id, status: 'running', approved: input.approved };
+        return { session_id: id, status: 'running', approved: input.approved, messageIndex: session.messages.length };
       },
     },
 

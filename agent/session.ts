@@ -74,7 +74,8 @@ function plainApproval(p: Record<string, any>): PendingApproval {
   return { approval_id: p.approval_id, toolCallId: p.toolCallId, name: p.name, arguments: p.arguments, createdAt: p.createdAt };
 }
 
-function toSession(record: unknown): Session | undefined {
+/** A row (or a table event's value) as a plain Session. */
+export function toSession(record: unknown): Session | undefined {
   if (!record) return undefined;
   const r = record as Record<string, unknown>;
   // Copy the row into plain data the loop can change freely (a Harper record exposes its fields as getters).
@@ -95,6 +96,18 @@ function toSession(record: unknown): Session | undefined {
 
 export function sessionBytes(session: Session): number {
   return Buffer.byteLength(JSON.stringify(session.messages));
+}
+
+/** A message's size as the operator sees it: its content's UTF-8 bytes (what the cap limits), plus its tool calls. */
+export function messageBytes(m: Message): number {
+  const calls = m.role === 'assistant' && m.toolCalls?.length ? Buffer.byteLength(JSON.stringify(m.toolCalls)) : 0;
+  return Buffer.byteLength(m.content) + calls;
+}
+
+/** A session without its transcript: what lists show. */
+export function sessionSummary(s: Session) {
+  const { messages, pendingApprovals, ...rest } = s;
+  return { ...rest, messageCount: messages.length, bytes: sessionBytes(s), pendingApprovals: pendingApprovals.length };
 }
 
 export class SessionStore {

@@ -1,0 +1,107 @@
+// The admin page and its API under /agent/ on Harper's HTTP port (and on the operations port, where the CLI follows
+// runs): static files from admin/, the agent's operations as JSON POSTs, and live sessions as server-sent events.
+// Harper authenticates first (request.user); everything here needs a super_user, like the operations.
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { answerOperation, authorize, header, json, MAX_AGENT_BODY_BYTES, readExactly, type HarperRequest, type HarperResponse, type Operations } from './http.js';
+import { HttpError } from './operations.js';
+import { followSession, followSessionList, type SubscribableTable } from './sessionFeed.js';
+import type { SessionStore } from './session.js';
+
+export const ADMIN_PATH = '/agent/';
+
+const PAGE_FILES: Record<string, string> = {
+  '': 'text/html; charset=utf-8',
+  'index.html': 'text/html; charset=utf-8',
+  'app.js': 'text/javascript; charset=utf-8',
+  'style.css': 'text/css; charset=utf-8',
+};
+
+export interface AdminDeps {
+  operations: Operations;
+  store: SessionStore;
+  table(): SubscribableTable;
+  /** The folder holding index.html, app.js and style.css. */
+  pageDir: string;
+  log(message: string): void;
+}
+
+function loadPage(dir: string): Map<string, Buffer> {
+  const files = new Map<string, Buffer>();
+  for (const name of Object.keys(PAGE_FILES)) files.set(name, readFileSync(path.join(dir, name || 'index.html')));
+  return files;
+}
+
+function eventResponse(body: HarperResponse['body']): HarperResponse {
+  // no-transform and X-Accel-Buffering keep proxies from holding events back.
+  return { status: 200, headers: new Headers({ 'content-type': 'text/event-stream', 'cache-control': 'no-cache, no-transform', 'x-accel-buffering': 'no' }), body };
+}
+
+async function readJsonBody(request: HarperRequest): Promise<Record<string, unknown>> {
+  if (!(header(request, 'content-type') ?? '').startsWith('application/json')) {
+    // Also what keeps another site's form from posting here with the browser's cached credentials.
+    throw new HttpError(415, 'send the operation as JSON (content-type: application/json)');
+  }
+  const length = Number(header(request, 'content-length'));
+  if (!Number.isInteger(length) || length <= 0) throw new HttpError(411, 'send a content-length with the operation');
+  if (length > MAX_AGENT_BODY_BYTES) throw new HttpError(413, `request body is ${length} bytes; agent operations accept at most ${MAX_AGENT_BODY_BYTES}`);
+  const body = request._nodeRequest ? await readExactly(request._nodeRequest, length) : null;
+  let input: unknown;
+  try {
+    input = JSON.parse(body?.toString('utf8') ?? '');
+  } catch {
+    throw new HttpError(400, 'the body is not valid JSON');
+  }
+  if (!input || typeof input !== 'object' || Array.isArray(input)) throw new HttpError(400, 'the body must be a JSON object with an "operation"');
+  return input as Record<string, unknown>;
+}
+
+export function adminListener(deps: AdminDeps) {
+  const page = loadPage(deps.pageDir);
+  const route = async (request: HarperRequest, url: URL): Promise<HarperResponse> => {
+    const rest = url.pathname.slice(ADMIN_PATH.length);
+    const method = request.method ?? 'GET';
+    authorize(request.user, 'the agent admin page');
+    if (rest === 'api/operation') {
+      if (method !== 'POST') throw new HttpError(405, 'POST an operation here');
+      const input = await readJsonBody(request);
+      const name = input.operation;
+      if (typeof name !== 'string' || !Object.hasOwn(deps.operations, name)) throw new HttpError(404, `${JSON.stringify(name)} is not an agent operation (${Object.keys(deps.operations).join(', ')})`);
+      return answerOperation(deps.operations, name, input, request.user, deps.log);
+    }
+    if (method !== 'GET' && method !== 'HEAD') throw new HttpError(405, `${method} is not served under ${ADMIN_PATH}`);
+    if (rest === 'api/sessions/events') {
+      const limit = Math.min(Math.max(Number(url.searchParams.get('limit')) || 50, 1), 1000);
+      return eventResponse(followSessionList(deps.table(), deps.store, limit));
+    }
+    const follow = /^api\/sessions\/([A-Za-z0-9._:-]{1,128})\/events$/.exec(rest);
+    if (follow) {
+      const id = follow[1]!;
+      if (!(await deps.store.get(id))) throw new HttpError(404, `session ${JSON.stringify(id)} not found`);
+      const from = Math.max(0, Math.floor(Number(url.searchParams.get('from')) || 0));
+      return eventResponse(followSession(deps.table(), deps.store, id, from));
+    }
+    const file = page.get(rest);
+    if (file === undefined) throw new HttpError(404, `${url.pathname} is not part of the agent admin page`);
+    return { status: 200, headers: new Headers({ 'content-type': PAGE_FILES[rest]!, 'cache-control': 'no-cache' }), body: file.toString('utf8') };
+  };
+
+  return async (request: HarperRequest, next: (request: HarperRequest) => unknown) => {
+    const url = new URL(request.url ?? '/', 'http://harper');
+    if (url.pathname === '/agent') return { status: 301, headers: new Headers({ location: ADMIN_PATH }), body: '' };
+    if (!url.pathname.startsWith(ADMIN_PATH)) return next(request);
+    try {
+      return await route(request, url);
+    } catch (error) {
+      request._nodeRequest?.resume(); // an unread body would stall the connection's next request
+      if (!(error instanceof HttpError)) {
+        deps.log(`harper-agent: ${url.pathname} failed: ${String((error as Error)?.stack ?? error)}`);
+        return json(500, { error: `${url.pathname} failed: ${String((error as Error)?.message ?? error)}` });
+      }
+      const response = json(error.status, { error: error.message });
+      // A browser asks for credentials only when told how.
+      if (error.status === 401) response.headers.set('www-authenticate', 'Basic realm="Harper Agent", charset="UTF-8"');
+      return response;
+    }
+  };
+}

@@ -1,0 +1,157 @@
+// Live views of sessions for the admin page and the CLI: Harper's real-time events on the AgentSession table (from
+// every worker thread) turned into server-sent events that carry only what changed since the follower's last event.
+import { Readable } from 'node:stream';
+import type { Message } from '../resources/models/types.js';
+import { messageBytes, sessionSummary, toSession, type Session, type SessionStore } from './session.js';
+
+/** A transcript message as followers get it: its place, its size, and whether (and why) it was cut. */
+export interface MessageView {
+  index: number;
+  role: Message['role'];
+  content: string;
+  bytes: number;
+  name?: string;
+  toolCallId?: string;
+  toolCalls?: { id: string; name: string; arguments: Record<string, unknown> }[];
+  isError?: boolean;
+  cut?: 'cap' | 'context';
+  at?: number;
+}
+
+export function messageView(m: Message, index: number): MessageView {
+  const view: MessageView = { index, role: m.role, content: m.content, bytes: messageBytes(m) };
+  if (m.at !== undefined) view.at = m.at;
+  if (m.role === 'assistant' && m.toolCalls?.length) view.toolCalls = m.toolCalls;
+  if (m.role === 'tool') {
+    view.name = m.name;
+    view.toolCallId = m.toolCallId;
+    if (m.isError) view.isError = true;
+    if (m.cut) view.cut = m.cut;
+  }
+  return view;
+}
+
+/** The session's fields without its transcript, pending approvals in full (a follower shows their arguments). */
+export function sessionHeader(s: Session) {
+  return { ...sessionSummary(s), pendingApprovals: s.pendingApprovals };
+}
+
+export interface SessionDelta {
+  session: ReturnType<typeof sessionHeader>;
+  /** New messages, and earlier ones that changed in place (a context-window shrink rewrites old tool results). */
+  messages: MessageView[];
+}
+
+/** What one follower has been sent of one session, from message `from` on; `delta` says what is new since. */
+export class TranscriptCursor {
+  private readonly sent: string[] = [];
+  private lastHeader = '';
+
+  constructor(private readonly from = 0) {}
+
+  delta(s: Session): SessionDelta | null {
+    const messages: MessageView[] = [];
+    for (let i = this.from; i < s.messages.length; i++) {
+      const m = s.messages[i]!;
+      const signature = `${m.role}:${messageBytes(m)}:${m.role === 'tool' ? (m.cut ?? '') : ''}`;
+      if (this.sent[i] === signature) continue;
+      this.sent[i] = signature;
+      messages.push(messageView(m, i));
+    }
+    const session = sessionHeader(s);
+    const { updatedAt: _changesOnEveryWrite, ...compared } = session;
+    const header = JSON.stringify(compared);
+    if (messages.length === 0 && header === this.lastHeader) return null;
+    this.lastHeader = header;
+    return { session, messages };
+  }
+}
+
+/** A table event as Harper's subscription queue emits it. */
+interface TableEvent {
+  id?: unknown;
+  type?: string;
+  value?: unknown;
+}
+
+/** Harper's subscription queue (an IterableEventQueue): `data` per event; emitting `close` ends the subscription. */
+export interface SubscriptionQueue {
+  on(event: 'data', listener: (event: TableEvent) => void): unknown;
+  emit(event: 'close'): unknown;
+}
+
+export interface SubscribableTable {
+  subscribe(query: Record<string, unknown>): Promise<SubscriptionQueue> | SubscriptionQueue;
+}
+
+const HEARTBEAT_MS = 15_000;
+
+/**
+ * A text/event-stream body. `open` starts the source and returns how to stop it; the stream stops it when the
+ * response closes (Harper destroys a piped body when its client goes away) and sends a comment line every 15 s so
+ * proxies keep the connection.
+ */
+export function eventStream(open: (send: (event: string, data: unknown) => void) => Promise<() => void>): Readable {
+  let stop: (() => void) | undefined;
+  let closed = false;
+  const heartbeat = setInterval(() => stream.push(': keep-alive\n\n'), HEARTBEAT_MS);
+  const stream = new Readable({
+    read() {},
+    destroy(error, callback) {
+      closed = true;
+      clearInterval(heartbeat);
+      stop?.();
+      callback(error);
+    },
+  });
+  const send = (event: string, data: unknown) => {
+    if (!closed) stream.push(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
+  };
+  open(send).then(
+    (close) => {
+      if (closed) close();
+      else stop = close;
+    },
+    (error) => {
+      send('failure', { error: String(error?.message ?? error) });
+      stream.destroy();
+    }
+  );
+  return stream;
+}
+
+/**
+ * One session, live: a `session` event with its header and messages from `from` on, then one for each write that
+ * changed what a follower sees. Subscribes before reading, so no write falls between the read and the first event.
+ */
+export function followSession(table: SubscribableTable, store: SessionStore, id: string, from: number): Readable {
+  return eventStream(async (send) => {
+    const cursor = new TranscriptCursor(from);
+    const queue = await table.subscribe({ id, omitCurrent: true });
+    const show = (s: Session | undefined) => {
+      const delta = s && cursor.delta(s);
+      if (delta) send('session', delta);
+    };
+    queue.on('data', (event) => {
+      if (event.type === 'delete') send('deleted', { session_id: id });
+      else if (event.value) show(toSession(event.value));
+      else void store.get(id).then(show);
+    });
+    show(await store.get(id));
+    return () => queue.emit('close');
+  });
+}
+
+/** Every session, live: a `sessions` event with the newest `limit` summaries, then a `session` event per write. */
+export function followSessionList(table: SubscribableTable, store: SessionStore, limit: number): Readable {
+  return eventStream(async (send) => {
+    const queue = await table.subscribe({ isCollection: true, omitCurrent: true });
+    queue.on('data', (event) => {
+      const s = event.type === 'delete' ? undefined : toSession(event.value);
+      if (s) send('session', sessionSummary(s));
+      else if (event.id !== undefined) send('deleted', { session_id: String(event.id) });
+    });
+    send('sessions', (await store.list(limit)).map(sessionSummary));
+    return () => queue.emit('close');
+  });
+}
