@@ -52,7 +52,8 @@ describe('the agent on a real Harper host', function () {
     const bad = await h.op({ operation: 'approve_agent_action', session_id: s.session_id, approval_id: 'nope', approved: true });
     expect(bad.status).to.equal(404);
     const ok = await h.op({ operation: 'approve_agent_action', session_id: s.session_id, approval_id: s.pendingApprovals[0].approval_id, approved: true });
-    expect(ok).to.deep.equal({ status: 200, body: { session_id: s.session_id, status: 'running', approved: true } });
+    // messageIndex: where the resumed run's messages start (the write's result comes next).
+    expect(ok).to.deep.equal({ status: 200, body: { session_id: s.session_id, status: 'running', approved: true, messageIndex: s.messages.length } });
     const done = await h.waitForSession(s.session_id);
     expect(done.status).to.equal('completed');
     expect(readFileSync(path.join(h.componentsDir, 'spine-app/notes.txt'), 'utf8')).to.equal('hello from the agent');

@@ -1,0 +1,220 @@
+#!/usr/bin/env node
+// harper-agent: the agent's command line. Sends the agent's operations to Harper's operations API and follows a
+// run live through the session's event stream (agent/sessionFeed.ts), printing each tool call and result size.
+import { realpathSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { messageView, type MessageView } from '../agent/sessionFeed.js';
+import { AgentClient, CliError, connectionFrom, EXIT } from './client.js';
+import { approvalLines, configLines, Progress, runLines, sessionsTable, transcript, type ApprovalView } from './render.js';
+
+const HELP = `harper-agent: talk to the Harper Agent on a Harper instance
+
+usage:
+  harper-agent prompt "<message>" [--session ID]   send a prompt, follow the run, print the answer
+  harper-agent sessions [--limit N]                list sessions, newest first
+  harper-agent show ID [--full]                    a session's transcript, each message with its size
+  harper-agent cancel ID                           stop a session's run
+  harper-agent approve ID APPROVAL [--deny]        answer a pending approval, then follow the run
+  harper-agent config [key=value ...]              show agent.* config, or change keys (values as JSON, else text)
+
+connection:
+  --url URL          operations API URL (env HARPER_AGENT_URL; default http://localhost:9925/)
+  --user, --password credentials (env HARPER_AGENT_USER, HARPER_AGENT_PASSWORD; or in the URL)
+  --json             print the answer as JSON, for scripts
+
+exit codes: 0 done, 1 the run ended in error or was cancelled, 2 bad usage, 3 Harper unreachable,
+  4 401/403, 5 not found, 6 conflict (409), 7 other rejection, 10 the run waits for an approval`;
+
+interface Output {
+  write(s: string): unknown;
+  isTTY?: boolean;
+}
+
+export interface Io {
+  stdout: Output;
+  stderr: Output;
+  env: NodeJS.ProcessEnv;
+}
+
+interface Flags {
+  url?: string;
+  user?: string;
+  password?: string;
+  session?: string;
+  limit?: string;
+  deny?: boolean;
+  json?: boolean;
+  full?: boolean;
+  help?: boolean;
+}
+
+const OPTIONS = {
+  url: { type: 'string' },
+  user: { type: 'string' },
+  password: { type: 'string' },
+  session: { type: 'string' },
+  limit: { type: 'string' },
+  deny: { type: 'boolean' },
+  json: { type: 'boolean' },
+  full: { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+
+const ENDED = new Set(['completed', 'error', 'aborted', 'idle', 'awaiting_approval']);
+
+interface RunResult {
+  session_id: string;
+  status: string;
+  answer: string | null;
+  lastError: string | null;
+  messages: MessageView[];
+  pendingApprovals: ApprovalView[];
+}
+
+/** Follows a run from message `from` until it stops running: prints each tool call and result as it lands. */
+async function follow(client: AgentClient, id: string, from: number, io: Io, json: boolean): Promise<RunResult> {
+  const progress = new Progress(json ? { write: () => undefined } : io.stderr);
+  const seen = new Map<number, MessageView>();
+  const result: RunResult = { session_id: id, status: 'running', answer: null, lastError: null, messages: [], pendingApprovals: [] };
+  const stop = new AbortController();
+  try {
+    for await (const { event, data } of client.events(id, from, stop.signal)) {
+      if (event === 'deleted') throw new CliError(EXIT.notFound, `session ${id} was deleted while it ran`);
+      if (event !== 'session') continue;
+      const lines: string[] = [];
+      for (const m of data.messages as MessageView[]) {
+        const changed = seen.has(m.index);
+        seen.set(m.index, m);
+        lines.push(...runLines(m, changed));
+      }
+      if (!json) progress.print(lines, io.stdout);
+      const s = data.session;
+      Object.assign(result, { status: s.status, lastError: s.lastError, pendingApprovals: s.pendingApprovals });
+      progress.update(s.status, s.messageCount, s.bytes);
+      if (ENDED.has(s.status)) break;
+    }
+  } finally {
+    stop.abort();
+    progress.stop();
+  }
+  result.messages = [...seen.values()].sort((a, b) => a.index - b.index);
+  const last = result.messages.at(-1);
+  result.answer = last?.role === 'assistant' && !last.toolCalls?.length ? last.content : null;
+  return result;
+}
+
+function report(result: RunResult, io: Io, json: boolean): number {
+  const code = result.status === 'completed' ? EXIT.ok : result.status === 'awaiting_approval' ? EXIT.awaitingApproval : result.status === 'running' ? EXIT.unreachable : EXIT.runFailed;
+  if (json) {
+    io.stdout.write(JSON.stringify(result) + '\n');
+    return code;
+  }
+  if (result.answer !== null) io.stdout.write(`${result.answer}\n`);
+  if (result.status === 'awaiting_approval') for (const p of result.pendingApprovals) io.stdout.write(approvalLines(result.session_id, p).join('\n') + '\n');
+  if (result.status === 'error' || result.status === 'aborted') io.stderr.write(`✗ ${result.status}: ${result.lastError ?? 'no reason recorded'}\n`);
+  if (result.status === 'running') io.stderr.write(`the event stream ended while session ${result.session_id} was still running: \`harper-agent show ${result.session_id}\`\n`);
+  return code;
+}
+
+function needs(positionals: string[], count: number, usage: string) {
+  if (positionals.length !== count) throw new CliError(EXIT.usage, `usage: harper-agent ${usage}`);
+}
+
+/** key=value pairs as a set_agent_config change: JSON values (numbers, booleans) where they parse, text otherwise. */
+export function parseAssignments(pairs: string[]): Record<string, unknown> {
+  const change: Record<string, unknown> = {};
+  for (const pair of pairs) {
+    const eq = pair.indexOf('=');
+    if (eq <= 0) throw new CliError(EXIT.usage, `${JSON.stringify(pair)} is not key=value (e.g. maxToolResultBytes=32768)`);
+    const raw = pair.slice(eq + 1);
+    let value: unknown = raw;
+    try {
+      value = JSON.parse(raw);
+    } catch {
+      // plain text
+    }
+    change[pair.slice(0, eq)] = value;
+  }
+  return change;
+}
+
+export async function run(argv: string[], io: Io): Promise<number> {
+  let parsed: { values: Flags; positionals: string[] };
+  try {
+    parsed = parseArgs({ args: argv, options: OPTIONS, allowPositionals: true }) as typeof parsed;
+  } catch (error) {
+    throw new CliError(EXIT.usage, `${(error as Error).message}\n\n${HELP}`);
+  }
+  const { values: flags, positionals } = parsed;
+  const [command, ...args] = positionals;
+  if (flags.help || !command || command === 'help') {
+    io.stdout.write(HELP + '\n');
+    return command || flags.help ? EXIT.ok : EXIT.usage;
+  }
+  const client = new AgentClient(connectionFrom(flags, io.env));
+  const json = flags.json === true;
+  const print = (text: string, data: unknown) => io.stdout.write((json ? JSON.stringify(data) : text) + '\n');
+
+  switch (command) {
+    case 'prompt': {
+      needs(args, 1, 'prompt "<message>" [--session ID]');
+      const started = await client.op({ operation: 'agent_prompt', message: args[0], ...(flags.session ? { session_id: flags.session } : {}) });
+      if (!json) io.stdout.write(`session ${started.session_id}\n`);
+      return report(await follow(client, started.session_id, started.messageIndex ?? 0, io, json), io, json);
+    }
+    case 'approve': {
+      needs(args, 2, 'approve ID APPROVAL [--deny]');
+      const [id, approval] = args as [string, string];
+      const resumed = await client.op({ operation: 'approve_agent_action', session_id: id, approval_id: approval, approved: !flags.deny });
+      if (!json) io.stdout.write(`${flags.deny ? 'denied' : 'approved'} ${approval}; following session ${id}\n`);
+      return report(await follow(client, id, resumed.messageIndex ?? 0, io, json), io, json);
+    }
+    case 'sessions': {
+      needs(args, 0, 'sessions [--limit N]');
+      const limit = flags.limit === undefined ? undefined : Number(flags.limit);
+      if (limit !== undefined && !(Number.isInteger(limit) && limit >= 1 && limit <= 1000)) throw new CliError(EXIT.usage, '--limit is a whole number from 1 to 1000');
+      const sessions = await client.op({ operation: 'list_agent_sessions', ...(limit ? { limit } : {}) });
+      print(sessionsTable(sessions), sessions);
+      return EXIT.ok;
+    }
+    case 'show': {
+      needs(args, 1, 'show ID [--full]');
+      const s = await client.op({ operation: 'get_agent_session', session_id: args[0] });
+      const messages = (s.messages as Parameters<typeof messageView>[0][]).map(messageView);
+      print(transcript(s, messages, flags.full === true), { ...s, messages });
+      return EXIT.ok;
+    }
+    case 'cancel': {
+      needs(args, 1, 'cancel ID');
+      const answer = await client.op({ operation: 'cancel_agent_run', session_id: args[0] });
+      print(`session ${answer.session_id}: ${answer.status}`, answer);
+      return EXIT.ok;
+    }
+    case 'config': {
+      const config = args.length === 0 ? await client.op({ operation: 'get_agent_config' }) : await client.op({ operation: 'set_agent_config', ...parseAssignments(args) });
+      print(configLines(config), config);
+      return EXIT.ok;
+    }
+    default:
+      throw new CliError(EXIT.usage, `unknown command ${JSON.stringify(command)}\n\n${HELP}`);
+  }
+}
+
+export async function main(argv: string[], io: Io): Promise<number> {
+  try {
+    return await run(argv, io);
+  } catch (error) {
+    if (error instanceof CliError) {
+      io.stderr.write(`harper-agent: ${error.message}\n`);
+      return error.exitCode;
+    }
+    io.stderr.write(`harper-agent: ${(error as Error)?.stack ?? error}\n`);
+    return EXIT.runFailed;
+  }
+}
+
+// Run when executed (as the package's bin or `node dist/cli/main.js`), not when imported by the tests.
+if (process.argv[1] && realpathSync(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  process.exitCode = await main(process.argv.slice(2), { stdout: process.stdout, stderr: process.stderr, env: process.env });
+}

@@ -1,0 +1,156 @@
+// What the CLI prints: a run's tool calls and result sizes as they happen, a progress line, session tables and
+// transcripts. Pure functions of the feed's data, so the unit tests check the exact lines.
+import type { MessageView } from '../agent/sessionFeed.js';
+
+export const formatBytes = (n: number) => `${n.toLocaleString('en-US')} bytes`;
+
+const CUT_NOTE = { cap: 'cut: cap (agent.maxToolResultBytes)', context: 'cut: context window' } as const;
+
+function clip(text: string, max: number): string {
+  const flat = text.replace(/\s+/g, ' ').trim();
+  return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
+}
+
+/** The line for a result: tool name, stored size, and why it was cut or failed. */
+export function resultLine(m: MessageView): string {
+  const marks = [m.cut ? CUT_NOTE[m.cut] : '', m.isError ? 'error' : ''].filter(Boolean);
+  return `  ← ${m.name} ${formatBytes(m.bytes)}${marks.length ? ` [${marks.join(', ')}]` : ''}${m.isError ? `: ${clip(m.content, 160)}` : ''}`;
+}
+
+/** Lines for a message of a run being followed; `changed` is an earlier message rewritten in place. */
+export function runLines(m: MessageView, changed: boolean): string[] {
+  if (changed) return m.role === 'tool' && m.cut === 'context' ? [`  ✂ #${m.index} ${m.name} cut to ${formatBytes(m.bytes)} after a context-window rejection`] : [];
+  if (m.role === 'tool') return [resultLine(m)];
+  if (m.role === 'assistant' && m.toolCalls?.length) {
+    const lines = m.content.trim() ? [`  · ${clip(m.content, 200)}`] : [];
+    return lines.concat(m.toolCalls.map((c) => `  → ${c.name} ${clip(JSON.stringify(c.arguments), 160)}`));
+  }
+  return [];
+}
+
+export interface ApprovalView {
+  approval_id: string;
+  name: string;
+  arguments: Record<string, unknown>;
+}
+
+export function approvalLines(sessionId: string, p: ApprovalView): string[] {
+  return [
+    `⏸ ${p.name} needs approval (${p.approval_id}): ${clip(JSON.stringify(p.arguments), 200)}`,
+    `  approve: harper-agent approve ${sessionId} ${p.approval_id}`,
+    `  deny:    harper-agent approve ${sessionId} ${p.approval_id} --deny`,
+  ];
+}
+
+const SPINNER = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
+
+/** The progress line while a run goes on: redrawn in place on a terminal, never written elsewhere. */
+export class Progress {
+  private frame = 0;
+  private text = '';
+  private timer: NodeJS.Timeout | undefined;
+  private readonly started = Date.now();
+
+  constructor(private readonly out: { write(s: string): unknown; isTTY?: boolean }) {}
+
+  get enabled() {
+    return this.out.isTTY === true;
+  }
+
+  update(status: string, messageCount: number, bytes: number) {
+    this.text = `${status} · ${messageCount} messages · ${formatBytes(bytes)}`;
+    if (!this.enabled) return;
+    this.timer ??= setInterval(() => this.draw(), 100);
+    this.draw();
+  }
+
+  /** Prints lines above the progress line. */
+  print(lines: string[], to: { write(s: string): unknown }) {
+    if (lines.length === 0) return;
+    this.clear();
+    to.write(lines.join('\n') + '\n');
+    this.draw();
+  }
+
+  line(): string {
+    const seconds = ((Date.now() - this.started) / 1000).toFixed(1);
+    return `${SPINNER[this.frame % SPINNER.length]} ${this.text} · ${seconds} s`;
+  }
+
+  private draw() {
+    if (!this.enabled || !this.text) return;
+    this.frame++;
+    this.out.write(`\r\x1b[K${this.line()}`);
+  }
+
+  private clear() {
+    if (this.enabled && this.text) this.out.write('\r\x1b[K');
+  }
+
+  stop() {
+    clearInterval(this.timer);
+    this.timer = undefined;
+    this.clear();
+    this.text = '';
+  }
+}
+
+function table(header: string[], rows: string[][], numeric: Set<number>): string {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
+  const line = (cells: string[]) =>
+    cells
+      .map((c, i) => (i === cells.length - 1 ? c : numeric.has(i) ? c.padStart(widths[i]!) : c.padEnd(widths[i]!)))
+      .join('  ')
+      .trimEnd();
+  return [line(header), ...rows.map(line)].join('\n');
+}
+
+export interface SessionSummaryView {
+  session_id: string;
+  status: string;
+  messageCount: number;
+  bytes: number;
+  updatedAt: number;
+  lastError: string | null;
+  pendingApprovals: number;
+}
+
+const time = (ms: number) => new Date(ms).toISOString().replace('T', ' ').slice(0, 19);
+
+export function sessionsTable(sessions: SessionSummaryView[]): string {
+  if (sessions.length === 0) return 'no sessions yet: harper-agent prompt "…" starts one';
+  return table(
+    ['SESSION', 'STATUS', 'MSGS', 'BYTES', 'UPDATED (UTC)', 'LAST ERROR'],
+    sessions.map((s) => [s.session_id, s.status, String(s.messageCount), s.bytes.toLocaleString('en-US'), time(s.updatedAt), clip(s.lastError ?? '', 80)]),
+    new Set([2, 3])
+  );
+}
+
+/** `show`: the header, then each message with its size and marks; long contents show their first lines. */
+export function transcript(s: { session_id: string; status: string; provider: string; model: string | null; bytes: number; lastError: string | null; estimatedContextTokens?: number; contextBudget?: { tokens: number | null; source: string } | null; pendingApprovals: ApprovalView[] }, messages: MessageView[], full: boolean): string {
+  const out = [`session ${s.session_id} · ${s.status} · ${s.provider}${s.model ? ` / ${s.model}` : ''} · ${messages.length} messages · ${formatBytes(s.bytes)}`];
+  if (s.estimatedContextTokens !== undefined) {
+    const budget = s.contextBudget?.tokens ? ` of a ${s.contextBudget.tokens.toLocaleString('en-US')}-token budget (${s.contextBudget.source})` : '';
+    out.push(`context: about ${s.estimatedContextTokens.toLocaleString('en-US')} tokens${budget}`);
+  }
+  if (s.lastError) out.push(`last error: ${s.lastError}`);
+  for (const m of messages) {
+    const who = m.role === 'tool' ? `tool ${m.name}` : m.role;
+    const marks = [m.role === 'tool' && m.cut ? CUT_NOTE[m.cut] : '', m.role === 'tool' && m.isError ? 'error' : ''].filter(Boolean);
+    out.push(`#${m.index} ${who} · ${formatBytes(m.bytes)}${marks.length ? ` [${marks.join(', ')}]` : ''}`);
+    const lines = m.content ? m.content.split('\n') : [];
+    const shown = full || m.role !== 'tool' ? lines : lines.slice(0, 3);
+    for (const l of shown) out.push(`    ${l}`);
+    if (shown.length < lines.length) out.push(`    … ${lines.length - shown.length} more lines (--full shows them)`);
+    for (const c of m.role === 'assistant' ? (m.toolCalls ?? []) : []) out.push(`    → ${c.name} ${JSON.stringify(c.arguments)}`);
+  }
+  for (const p of s.pendingApprovals) out.push(...approvalLines(s.session_id, p));
+  return out.join('\n');
+}
+
+export function configLines(config: Record<string, unknown>): string {
+  return Object.keys(config)
+    .sort()
+    .map((k) => `${k} = ${JSON.stringify(config[k])}`)
+    .join('\n');
+}
