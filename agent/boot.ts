@@ -2,6 +2,7 @@
 // registers the embedded backend, serves the agent's operations on the operations API port and the admin page at /agent/.
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { parentPort } from 'node:worker_threads';
 import { localBackend } from '../resources/models/localBackend.js';
 import { Models } from '../resources/models/models.js';
 import { adminListener } from './adminPage.js';
@@ -10,7 +11,7 @@ import { ContextLimits, type LimitTable } from './contextBudget.js';
 import { operationsListener } from './http.js';
 import { recoverInterruptedRuns } from './loop.js';
 import { createOperations } from './operations.js';
-import type { SubscribableTable } from './sessionFeed.js';
+import { endEventStreams, type SubscribableTable } from './sessionFeed.js';
 import { SessionStore, type SessionTable } from './session.js';
 import { createToolRegistry, defaultTools } from './tools/index.js';
 import type { Scopes } from './tools/scopes.js';
@@ -67,6 +68,10 @@ const admin = adminListener({
 });
 server.http(admin);
 server.http(admin, { port, securePort });
+// Harper asks a worker to shut down (to restart it) with this message, then waits for its connections to end.
+parentPort?.on('message', (message: { type?: string } | undefined) => {
+  if (message?.type === 'shutdown') endEventStreams();
+});
 
 recoverInterruptedRuns(store).then(
   (n) => n && logger.warn(`harper-agent: marked ${n} run(s) interrupted by a restart as error`),

@@ -85,6 +85,24 @@ export interface SubscribableTable {
 }
 
 const HEARTBEAT_MS = 15_000;
+/** How long a browser waits before it reconnects an ended stream (the SSE `retry` field). */
+const RECONNECT_MS = 1_000;
+
+/** How to end each open stream. */
+const openStreams = new Set<() => void>();
+let shuttingDown = false;
+
+/**
+ * Ends every open event stream, and every later one at once. Harper restarts a worker thread (a component deployed
+ * or changed) only once its connections end, an event stream never ends by itself, and a follower's reconnect can
+ * still reach the old thread; followers keep retrying until the new thread answers.
+ */
+export function endEventStreams(): number {
+  shuttingDown = true;
+  const n = openStreams.size;
+  for (const end of [...openStreams]) end();
+  return n;
+}
 
 /**
  * A text/event-stream body. `open` starts the source and returns how to stop it; the stream stops it when the
@@ -95,15 +113,30 @@ export function eventStream(open: (send: (event: string, data: unknown) => void)
   let stop: (() => void) | undefined;
   let closed = false;
   const heartbeat = setInterval(() => stream.push(': keep-alive\n\n'), HEARTBEAT_MS);
+  const finish = () => {
+    if (closed) return;
+    closed = true;
+    openStreams.delete(end);
+    clearInterval(heartbeat);
+    stop?.();
+  };
+  const end = () => {
+    finish();
+    stream.push(null);
+  };
   const stream = new Readable({
     read() {},
     destroy(error, callback) {
-      closed = true;
-      clearInterval(heartbeat);
-      stop?.();
+      finish();
       callback(error);
     },
   });
+  openStreams.add(end);
+  stream.push(`retry: ${RECONNECT_MS}\n\n`);
+  if (shuttingDown) {
+    end();
+    return stream;
+  }
   const send = (event: string, data: unknown) => {
     if (!closed) stream.push(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
   };

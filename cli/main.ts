@@ -72,30 +72,45 @@ interface RunResult {
   pendingApprovals: ApprovalView[];
 }
 
+/** A follower reconnects this often, this many times (Harper restarting its threads ends every event stream). */
+const RECONNECT_MS = 500;
+const RECONNECTS = 60;
+
 /** Follows a run from message `from` until it stops running: prints each tool call and result as it lands. */
 async function follow(client: AgentClient, id: string, from: number, io: Io, json: boolean): Promise<RunResult> {
   const progress = new Progress(json ? { write: () => undefined } : io.stderr);
   const seen = new Map<number, MessageView>();
   const result: RunResult = { session_id: id, status: 'running', answer: null, lastError: null, messages: [], pendingApprovals: [] };
-  const stop = new AbortController();
   try {
-    for await (const { event, data } of client.events(id, from, stop.signal)) {
-      if (event === 'deleted') throw new CliError(EXIT.notFound, `session ${id} was deleted while it ran`);
-      if (event !== 'session') continue;
-      const lines: string[] = [];
-      for (const m of data.messages as MessageView[]) {
-        const changed = seen.has(m.index);
-        seen.set(m.index, m);
-        lines.push(...runLines(m, changed));
+    for (let attempt = 0; ; attempt++) {
+      const stop = new AbortController();
+      let ended = false;
+      try {
+        for await (const { event, data } of client.events(id, from, stop.signal)) {
+          if (event === 'deleted') throw new CliError(EXIT.notFound, `session ${id} was deleted while it ran`);
+          if (event !== 'session') continue;
+          const lines: string[] = [];
+          for (const m of data.messages as MessageView[]) {
+            const before = seen.get(m.index);
+            if (before && before.bytes === m.bytes && before.cut === m.cut) continue; // sent again after a reconnect
+            seen.set(m.index, m);
+            lines.push(...runLines(m, before !== undefined));
+          }
+          if (!json) progress.print(lines, io.stdout);
+          const s = data.session;
+          Object.assign(result, { status: s.status, lastError: s.lastError, pendingApprovals: s.pendingApprovals });
+          progress.update(s.status, s.messageCount, s.bytes);
+          if ((ended = ENDED.has(s.status))) break;
+        }
+      } catch (error) {
+        if (!(error instanceof CliError && error.exitCode === EXIT.unreachable) || attempt >= RECONNECTS) throw error;
+      } finally {
+        stop.abort();
       }
-      if (!json) progress.print(lines, io.stdout);
-      const s = data.session;
-      Object.assign(result, { status: s.status, lastError: s.lastError, pendingApprovals: s.pendingApprovals });
-      progress.update(s.status, s.messageCount, s.bytes);
-      if (ENDED.has(s.status)) break;
+      if (ended || attempt >= RECONNECTS) break;
+      await new Promise((resolve) => setTimeout(resolve, RECONNECT_MS));
     }
   } finally {
-    stop.abort();
     progress.stop();
   }
   result.messages = [...seen.values()].sort((a, b) => a.index - b.index);

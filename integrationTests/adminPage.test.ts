@@ -1,0 +1,198 @@
+// The admin page (/agent/ on Harper's HTTP port) in headless Chromium (Debian's /usr/bin/chromium, driven by
+// playwright-core): prompt, watch the run live, cancel, approve a write, see cut results marked, survive a restart
+// of Harper's worker threads. Screenshots go to $TEST_OUTPUT_DIR (default <tmp>/harper-agent-test-output).
+import { expect } from 'chai';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { messageBytes } from '../agent/session.js';
+import { providerSuite, useLocal } from './providerSuite.js';
+
+export const CHROMIUM = '/usr/bin/chromium';
+// Outside the repository: Harper reloads its components when a file appears in one (this repository is one).
+export const OUTPUT = process.env.TEST_OUTPUT_DIR ?? path.join(os.tmpdir(), 'harper-agent-test-output');
+// Without the background-networking flags Chromium keeps dialling Google's hosts, which this network refuses.
+const FLAGS = ['--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+
+const fmt = (n: number) => `${n.toLocaleString('en-US')} B`;
+const bytesOf = (m: any) => messageBytes({ ...m, toolCalls: m.toolCalls ? Array.from(m.toolCalls) : undefined });
+
+describe('the admin page in headless Chromium', function () {
+  const suite = providerSuite();
+  let browser: Browser;
+  let context: BrowserContext;
+  let page: Page;
+
+  before(async function () {
+    this.timeout(120_000);
+    // launch() gives Chromium a new, empty profile directory and runs it headless without the sandbox.
+    browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, chromiumSandbox: false, args: FLAGS });
+    const { admin } = suite.h.harper;
+    context = await browser.newContext({ httpCredentials: { username: admin.username, password: admin.password }, viewport: { width: 1360, height: 900 } });
+    mkdirSync(OUTPUT, { recursive: true });
+    writeFileSync(path.join(suite.h.logsDir, 'page.log'), Array.from({ length: 8000 }, (_, i) => `entry ${i}${i % 500 === 0 ? ' ERROR: replication lag' : ''}`).join('\n') + '\n');
+  });
+  after(async () => {
+    await browser?.close();
+  });
+  beforeEach(async () => {
+    page = await context.newPage();
+    page.on('pageerror', (e) => console.log(`admin page error: ${e.message}`));
+  });
+  afterEach(async () => {
+    await page.close();
+    await useLocal(suite.h);
+  });
+
+  const open = (hash = '') => page.goto(`${suite.h.harper.httpUrl}agent/${hash}`);
+  const status = () => page.locator('#session-status');
+  const waitForStatus = (value: string) => page.waitForFunction((v) => document.getElementById('session-status')?.textContent === v, value, { timeout: 30_000 });
+  const currentId = () => page.locator('#session-title').textContent() as Promise<string>;
+
+  /** Each transcript item as [role class, byte text]: what the operator reads off the page. */
+  async function shownMessages() {
+    return page.locator('#transcript > li').evaluateAll((items) => items.map((li) => [li.className, li.querySelector('.bytes')?.textContent ?? '']));
+  }
+
+  it('a prompt from the page completes; every message shows its stored size; the list shows status and bytes', async () => {
+    await open();
+    expect(await page.locator('#session-title').textContent()).to.equal('New session');
+    await page.fill('#prompt', 'summarize logs/page.log');
+    await page.click('#send');
+    await waitForStatus('completed');
+    const id = await currentId();
+    const row = await suite.h.row(id);
+    const s = (await suite.h.op({ operation: 'get_agent_session', session_id: id })).body;
+    await page.waitForFunction((n) => document.querySelectorAll('#transcript > li').length === n, row.messages.length);
+    expect(await shownMessages()).to.deep.equal(row.messages.map((m: any) => [`message ${m.role}`, fmt(bytesOf(m))]));
+    expect(await page.locator('#transcript > li').last().locator('pre').textContent()).to.equal(row.messages.at(-1).content);
+    expect(await page.locator('#session-meta').textContent()).to.equal(`local / local-deterministic · ${row.messages.length} messages · ${fmt(s.bytes)}`);
+    const listed = page.locator(`#sessions tr[data-id="${id}"] td`);
+    expect(await listed.allTextContents()).to.deep.equal([id.slice(0, 8), 'completed', String(row.messages.length), fmt(s.bytes), '']);
+    expect(await page.locator('#last-error').isHidden()).to.equal(true);
+  });
+
+  it('updates live: a tool result shows while the next model call runs; Cancel run ends it with its last error', async () => {
+    await suite.h.setConfig({ provider: 'openai', baseUrl: `${suite.server.url}/v1`, apiKey: 'k', maxRetries: 0 });
+    suite.server.reset([{ toolCalls: [{ name: 'read_file', arguments: { root: 'logs', path: 'page.log' } }] }, { hang: true }]);
+    await open();
+    await page.fill('#prompt', 'read logs/page.log');
+    await page.click('#send');
+    await page.waitForSelector('#transcript > li.tool', { timeout: 30_000 });
+    const id = await currentId();
+    expect(await status().textContent()).to.equal('running');
+    expect((await suite.h.row(id)).status).to.equal('running');
+    expect(await page.locator('#send').isDisabled()).to.equal(true);
+    const row = await suite.h.row(id);
+    expect(await page.locator('#transcript > li.tool .bytes').textContent()).to.equal(fmt(bytesOf(row.messages[2])));
+    await page.click('#cancel-run');
+    await waitForStatus('aborted');
+    expect(await page.locator('#last-error').textContent()).to.equal('Cancelled with cancel_agent_run.');
+    expect(await page.locator(`#sessions tr[data-id="${id}"] td.error`).textContent()).to.equal('Cancelled with cancel_agent_run.');
+    expect((await suite.h.row(id)).status).to.equal('aborted');
+  });
+
+  it('a write waits for approval; Approve on the page resumes the run and the file is written', async () => {
+    mkdirSync(path.join(suite.h.componentsDir, 'page-notes'), { recursive: true });
+    await open();
+    await page.fill('#prompt', 'write components/page-notes/hello.txt: approved on the admin page');
+    await page.click('#send');
+    await waitForStatus('awaiting_approval');
+    const approval = page.locator('#approvals .approval');
+    expect(await approval.locator('strong').textContent()).to.equal('write_file needs your approval');
+    expect(JSON.parse((await approval.locator('pre').textContent())!)).to.deep.equal({ root: 'components', path: 'page-notes/hello.txt', content: 'approved on the admin page' });
+    await page.screenshot({ path: path.join(OUTPUT, 'admin-page-approval.png') });
+    await approval.locator('button.approve').click();
+    await waitForStatus('completed');
+    expect(readFileSync(path.join(suite.h.componentsDir, 'page-notes/hello.txt'), 'utf8')).to.equal('approved on the admin page');
+    expect(await page.locator('#approvals .approval').count()).to.equal(0);
+    expect(await page.locator('#transcript > li').last().locator('pre').textContent()).to.equal('I wrote 26 bytes to components/page-notes/hello.txt.');
+  });
+
+  it('marks results cut by the cap and by a context-window shrink, and keeps them across a reload', async () => {
+    expect((await suite.h.op({ operation: 'create_database', database: 'pagedata' })).status).to.equal(200);
+    expect((await suite.h.op({ operation: 'create_table', database: 'pagedata', table: 'blobs', primary_key: 'id' })).status).to.equal(200);
+    let inserted = { status: 0 };
+    for (let i = 0; i < 20 && inserted.status !== 200; i++) {
+      inserted = await suite.h.op({ operation: 'insert', database: 'pagedata', table: 'blobs', records: [{ id: 'big', payload: 'p'.repeat(100_000) }] });
+      if (inserted.status !== 200) await new Promise((r) => setTimeout(r, 250)); // the new table reaches every thread
+    }
+    expect(inserted.status).to.equal(200);
+    // A model of its own: the rejection teaches the pre-flight a limit for this provider and model.
+    await suite.h.setConfig({ provider: 'openai', baseUrl: `${suite.server.url}/v1`, apiKey: 'k', maxRetries: 0, maxToolResultBytes: 16384, model: 'page-marks-model' });
+    suite.server.reset([
+      { toolCalls: [{ name: 'search_table', arguments: { database: 'pagedata', table: 'blobs', id: 'big' } }] },
+      { toolCalls: [{ name: 'read_file', arguments: { root: 'logs', path: 'page.log' } }] },
+      { contextError: true }, // the newest large result (the page just read) is cut to 2 KiB, and the call retried
+      { text: 'The blob is 100 KB of p; the log has replication lag errors.' },
+    ]);
+    await open();
+    await page.fill('#prompt', 'look at the big blob, then read logs/page.log');
+    await page.click('#send');
+    await waitForStatus('completed');
+    const id = await currentId();
+    const row = await suite.h.row(id);
+    expect(row.messages.map((m: any) => m.cut ?? null)).to.deep.equal([null, null, 'cap', null, 'context', null]);
+    await page.waitForFunction(() => document.querySelectorAll('#transcript > li').length === 6);
+    expect(await shownMessages()).to.deep.equal(
+      row.messages.map((m: any) => [`message ${m.role}${m.cut ? ` cut-${m.cut}` : ''}`, fmt(bytesOf(m))])
+    );
+    expect(bytesOf(row.messages[4])).to.equal(2048);
+    const context = page.locator('#transcript > li.cut-context .badge');
+    expect(await context.textContent()).to.equal('cut: context window');
+    expect(await context.getAttribute('title')).to.equal('cut to 2 KiB after the model rejected the conversation as longer than its context window');
+    const cap = page.locator('#transcript > li.cut-cap .badge');
+    expect(await cap.textContent()).to.equal('cut: cap');
+    expect(await cap.getAttribute('title')).to.equal('cut to agent.maxToolResultBytes when it was stored');
+    expect(bytesOf(row.messages[2])).to.equal(16384);
+    await page.screenshot({ path: path.join(OUTPUT, 'admin-page.png'), fullPage: true });
+    // A reload shows the same from a fresh snapshot (the URL keeps the session).
+    await page.reload();
+    await page.waitForFunction(() => document.querySelectorAll('#transcript > li').length === 6);
+    expect(await page.locator('#transcript > li.cut-context').count()).to.equal(1);
+    expect(await currentId()).to.equal(id);
+  });
+
+  it('keeps following across a restart of Harper\'s worker threads: the page reconnects by itself', async () => {
+    const done = await suite.h.prompt('hello');
+    await open(`#session=${done.session_id}`);
+    await page.waitForFunction(() => document.querySelectorAll('#transcript > li').length === 2);
+    const restart = await suite.h.op({ operation: 'restart_service', service: 'http_workers' });
+    expect(restart.status, JSON.stringify(restart.body)).to.equal(200);
+    // The old thread stops answering, then the new one answers.
+    const deadline = Date.now() + 30_000;
+    const answers = () => suite.h.op({ operation: 'get_agent_config' }).then((r) => r.status === 200, () => false);
+    while ((await answers()) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    let answered = false;
+    while (!answered && Date.now() < deadline) {
+      answered = await answers();
+      if (!answered) await new Promise((r) => setTimeout(r, 250));
+    }
+    expect(answered, 'Harper answered within 30 s of the restart').to.equal(true);
+    const again = await suite.h.prompt('hello again', done.session_id);
+    expect(again.status).to.equal('completed');
+    // The page reconnected by itself and shows the new prompt's messages.
+    await page.waitForFunction(() => document.querySelectorAll('#transcript > li').length === 4, undefined, { timeout: 30_000 });
+    expect(await page.locator('#transcript > li').nth(2).locator('pre').textContent()).to.equal('hello again');
+    expect(await status().textContent()).to.equal('completed');
+  });
+
+  it('a user without super_user gets 403 from the page and its API', async () => {
+    await suite.h.op({ operation: 'add_role', role: 'page_reader', permission: { super_user: false } });
+    await suite.h.op({ operation: 'add_user', role: 'page_reader', username: 'page_reader', password: 'reader-pass', active: true });
+    // Sent with every request: a browser sends httpCredentials only after a 401, and this Harper trusts local requests.
+    const basic = 'Basic ' + Buffer.from('page_reader:reader-pass').toString('base64');
+    const reader = await browser.newContext({ extraHTTPHeaders: { authorization: basic } });
+    try {
+      const other = await reader.newPage();
+      const response = await other.goto(`${suite.h.harper.httpUrl}agent/`);
+      expect(response!.status()).to.equal(403);
+      expect(JSON.parse(await other.locator('body').textContent() as string)).to.deep.equal({ error: 'the agent admin page needs a super_user role' });
+      const api = await reader.request.post(`${suite.h.harper.httpUrl}agent/api/operation`, { data: { operation: 'list_agent_sessions' } });
+      expect(api.status()).to.equal(403);
+    } finally {
+      await reader.close();
+    }
+  });
+});
