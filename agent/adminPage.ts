@@ -98,10 +98,8 @@ export function adminListener(deps: AdminDeps) {
         deps.log(`harper-agent: ${url.pathname} failed: ${String((error as Error)?.stack ?? error)}`);
         return json(500, { error: `${url.pathname} failed: ${String((error as Error)?.message ?? error)}` });
       }
-      const response = json(error.status, { error: error.message });
-      // A browser asks for credentials only when told how.
-      if (error.status === 401) response.headers.set('www-authenticate', 'Basic realm="Harper Agent", charset="UTF-8"');
-      return response;
+      // On a 401 Harper adds `WWW-Authenticate: Basic` itself, which is what makes a browser ask for credentials.
+      return json(error.status, { error: error.message });
     }
   };
 }

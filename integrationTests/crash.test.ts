@@ -30,6 +30,20 @@ describe('a crash in the middle of a run', function () {
     expect((await h.op({ operation: 'list_agent_sessions' })).status).to.equal(200);
   });
 
+  it('the admin page and its event streams without credentials: 401 with a Basic challenge, so a browser asks', async () => {
+    for (const url of ['agent/', 'agent/api/sessions/events']) {
+      const r = await fetch(h.harper.httpUrl + url);
+      expect(r.status, url).to.equal(401);
+      expect(r.headers.get('www-authenticate')).to.equal('Basic');
+      expect(await r.json()).to.deep.equal({ error: 'authentication required: send Basic credentials or an operation token' });
+    }
+    const { username, password } = h.harper.admin;
+    const ok = await fetch(h.harper.httpUrl + 'agent/', { headers: { authorization: 'Basic ' + Buffer.from(`${username}:${password}`).toString('base64') } });
+    expect(ok.status).to.equal(200);
+    expect(ok.headers.get('content-type')).to.equal('text/html; charset=utf-8');
+    expect(await ok.text()).to.contain('<title>Harper Agent</title>');
+  });
+
   it('SIGKILL during a tool call: the row survives, the run is marked interrupted, the next prompt works', async () => {
     writeFileSync(path.join(h.logsDir, 'redos.log'), 'a'.repeat(40) + '!\n');
     writeFileSync(path.join(h.logsDir, 'after.log'), 'one\ntwo\n');

@@ -1,0 +1,86 @@
+// The CLI's pure parts: connection settings, SSE parsing, key=value parsing, and the exact lines it prints.
+import { expect } from 'chai';
+import { CliError, connectionFrom, EXIT, httpFailure, parseEvent } from '../cli/client.js';
+import { main, parseAssignments } from '../cli/main.js';
+import { Progress, resultLine, runLines, sessionsTable } from '../cli/render.js';
+
+describe('CLI', () => {
+  it('takes the connection from flags, then env, then the URL; credentials never stay in the URL', () => {
+    expect(connectionFrom({}, {})).to.deep.equal({ url: 'http://localhost:9925/', username: undefined, password: undefined });
+    expect(connectionFrom({}, { HARPER_AGENT_URL: 'https://ops.example:9925', HARPER_AGENT_USER: 'u', HARPER_AGENT_PASSWORD: 'p' })).to.deep.equal({ url: 'https://ops.example:9925/', username: 'u', password: 'p' });
+    expect(connectionFrom({ url: 'http://a%40b:p%3Aw@h:1/' }, {})).to.deep.equal({ url: 'http://h:1/', username: 'a@b', password: 'p:w' });
+    expect(connectionFrom({ url: 'h:2', user: 'x', password: 'y' }, { HARPER_AGENT_USER: 'ignored' })).to.deep.equal({ url: 'http://h:2/', username: 'x', password: 'y' });
+    expect(connectionFrom({}, { CLI_TARGET_USERNAME: 'hdb', CLI_TARGET_PASSWORD: 'pw' })).to.include({ username: 'hdb', password: 'pw' });
+    expect(() => connectionFrom({ user: 'x' }, {})).to.throw(CliError, 'a user (x) needs a password');
+  });
+
+  it('maps statuses to exit codes and advice', () => {
+    const c = { url: 'http://h/', username: 'bob' };
+    expect([401, 403, 404, 409, 400, 500].map((s) => httpFailure(s, 'why', c).exitCode)).to.deep.equal([EXIT.auth, EXIT.auth, EXIT.notFound, EXIT.conflict, EXIT.rejected, EXIT.rejected]);
+    expect(httpFailure(401, 'Login failed', c).message).to.equal('401 Unauthorized: Harper rejected the credentials of bob (Login failed). Pass --user and --password (or HARPER_AGENT_USER and HARPER_AGENT_PASSWORD).');
+    expect(httpFailure(500, 'boom', c).message).to.equal('500: boom');
+  });
+
+  it('parses server-sent event blocks; keep-alives and retry lines give nothing', () => {
+    expect(parseEvent('event: session\ndata: {"a":1}')).to.deep.equal({ event: 'session', data: { a: 1 } });
+    expect(parseEvent('data: [1,\ndata: 2]')).to.deep.equal({ event: 'message', data: [1, 2] });
+    expect(parseEvent(': keep-alive')).to.equal(null);
+    expect(parseEvent('retry: 1000')).to.equal(null);
+  });
+
+  it('parses key=value as JSON where it parses, text otherwise', () => {
+    expect(parseAssignments(['maxTurns=7', 'autoApprove=false', 'model=gpt-4.1', 'baseUrl=null', 'apiKey=a=b'])).to.deep.equal({ maxTurns: 7, autoApprove: false, model: 'gpt-4.1', baseUrl: null, apiKey: 'a=b' });
+    expect(() => parseAssignments(['=3'])).to.throw(CliError, 'is not key=value');
+  });
+
+  it('prints results with their size and why they were cut; an earlier result cut in place gets a ✂ line', () => {
+    const base = { index: 4, role: 'tool' as const, name: 'read_file', toolCallId: 'c', content: 'x' };
+    expect(resultLine({ ...base, bytes: 32694 })).to.equal('  ← read_file 32,694 bytes');
+    expect(resultLine({ ...base, bytes: 65536, cut: 'cap' })).to.equal('  ← read_file 65,536 bytes [cut: cap (agent.maxToolResultBytes)]');
+    expect(resultLine({ ...base, bytes: 40, isError: true, content: '{"error":"no\nsuch file"}' })).to.equal('  ← read_file 40 bytes [error]: {"error":"no such file"}');
+    expect(runLines({ ...base, bytes: 2048, cut: 'context' }, true)).to.deep.equal(['  ✂ #4 read_file cut to 2,048 bytes after a context-window rejection']);
+    expect(runLines({ index: 1, role: 'assistant', content: 'Looking.', bytes: 9, toolCalls: [{ id: 'c', name: 'tail_file', arguments: { lines: 5 } }] }, false)).to.deep.equal(['  · Looking.', '  → tail_file {"lines":5}']);
+    expect(runLines({ index: 1, role: 'assistant', content: 'final', bytes: 5 }, false)).to.deep.equal([]);
+  });
+
+  it('lists sessions in aligned columns, numbers right-aligned', () => {
+    const table = sessionsTable([
+      { session_id: 'a', status: 'completed', messageCount: 8, bytes: 106550, updatedAt: Date.UTC(2026, 11, 2, 17, 20, 11), lastError: null, pendingApprovals: 0 },
+      { session_id: 'bb', status: 'error', messageCount: 12, bytes: 5, updatedAt: Date.UTC(2026, 11, 2, 9, 0, 0), lastError: 'The model rejected it.', pendingApprovals: 0 },
+    ]);
+    expect(table.split('\n')).to.deep.equal([
+      'SESSION  STATUS     MSGS    BYTES  UPDATED (UTC)        LAST ERROR',
+      'a        completed     8  106,550  2026-12-02 17:20:11',
+      'bb       error        12        5  2026-12-02 09:00:00  The model rejected it.',
+    ]);
+  });
+
+  it('draws a progress line only on a terminal, and clears it before printing lines', () => {
+    const written: string[] = [];
+    const tty = new Progress({ isTTY: true, write: (s: string) => written.push(s) });
+    tty.update('running', 3, 45120);
+    expect(written.at(-1)).to.match(/^\r\x1b\[K⠙ running · 3 messages · 45,120 bytes · \d+\.\d s$/);
+    const out: string[] = [];
+    tty.print(['  ← read_file 10 bytes'], { write: (s: string) => out.push(s) });
+    expect(written.at(-2)).to.equal('\r\x1b[K');
+    expect(out).to.deep.equal(['  ← read_file 10 bytes\n']);
+    tty.stop();
+    expect(written.at(-1)).to.equal('\r\x1b[K');
+    const pipe: string[] = [];
+    const quiet = new Progress({ write: (s: string) => pipe.push(s) });
+    quiet.update('running', 1, 1);
+    quiet.stop();
+    expect(pipe).to.deep.equal([]);
+  });
+
+  it('prints help, and a usage error for an unknown command (exit 2)', async () => {
+    const out: string[] = [];
+    const err: string[] = [];
+    const io = { stdout: { write: (s: string) => out.push(s) }, stderr: { write: (s: string) => err.push(s) }, env: {} };
+    expect(await main(['--help'], io)).to.equal(0);
+    expect(out.join('')).to.contain('harper-agent prompt "<message>" [--session ID]');
+    expect(await main(['frobnicate'], io)).to.equal(EXIT.usage);
+    expect(err.join('')).to.match(/^harper-agent: unknown command "frobnicate"/);
+    expect(await main(['show', '--bogus'], io)).to.equal(EXIT.usage);
+  });
+});
