@@ -126,7 +126,7 @@ export function sessionsTable(sessions: SessionSummaryView[]): string {
   );
 }
 
-/** `show`: the header, then each message with its size and marks; long contents show their first lines. */
+/** `show`: the header, then each message with its size and marks; long tool results show their head. */
 export function transcript(s: { session_id: string; status: string; provider: string; model: string | null; bytes: number; lastError: string | null; estimatedContextTokens?: number; contextBudget?: { tokens: number | null; source: string } | null; pendingApprovals: ApprovalView[] }, messages: MessageView[], full: boolean): string {
   const out = [`session ${s.session_id} · ${s.status} · ${s.provider}${s.model ? ` / ${s.model}` : ''} · ${messages.length} messages · ${formatBytes(s.bytes)}`];
   if (s.estimatedContextTokens !== undefined) {
@@ -138,10 +138,9 @@ export function transcript(s: { session_id: string; status: string; provider: st
     const who = m.role === 'tool' ? `tool ${m.name}` : m.role;
     const marks = [m.role === 'tool' && m.cut ? CUT_NOTE[m.cut] : '', m.role === 'tool' && m.isError ? 'error' : ''].filter(Boolean);
     out.push(`#${m.index} ${who} · ${formatBytes(m.bytes)}${marks.length ? ` [${marks.join(', ')}]` : ''}`);
-    const lines = m.content ? m.content.split('\n') : [];
-    const shown = full || m.role !== 'tool' ? lines : lines.slice(0, 3);
-    for (const l of shown) out.push(`    ${l}`);
-    if (shown.length < lines.length) out.push(`    … ${lines.length - shown.length} more lines (--full shows them)`);
+    // A tool result is one long JSON line: its head is enough to see what it was, --full shows it whole.
+    if (m.role === 'tool' && !full && m.content.length > 200) out.push(`    ${m.content.slice(0, 200)}… (--full shows all)`);
+    else for (const l of m.content ? m.content.split('\n') : []) out.push(`    ${l}`);
     for (const c of m.role === 'assistant' ? (m.toolCalls ?? []) : []) out.push(`    → ${c.name} ${JSON.stringify(c.arguments)}`);
   }
   for (const p of s.pendingApprovals) out.push(...approvalLines(s.session_id, p));
