@@ -1,9 +1,12 @@
 // `npm start`: boots Harper from node_modules with the agent component, then prints where the operations API
-// listens and a curl that prompts the agent. Ctrl-C stops Harper.
+// listens, the admin page, the CLI and a curl that prompts the agent. Ctrl-C stops Harper.
+import os from 'node:os';
 import path from 'node:path';
-import { DEV_ADMIN, REPO, startHarper } from './harper.js';
+import { DEV_ADMIN, startHarper } from './harper.js';
 
-const rootPath = path.resolve(process.env.ROOTPATH ?? path.join(REPO, '.harper'));
+// Outside the repository: Harper reloads a component when files change in it, and a root inside it (its database
+// and log files) would reload it without end.
+const rootPath = path.resolve(process.env.ROOTPATH ?? path.join(os.homedir(), '.harper-agent'));
 const admin = { username: process.env.HDB_ADMIN_USERNAME ?? DEV_ADMIN.username, password: process.env.HDB_ADMIN_PASSWORD ?? DEV_ADMIN.password };
 const httpPort = Number(process.env.HTTP_PORT ?? 9926);
 const opsPort = Number(process.env.OPERATIONSAPI_NETWORK_PORT ?? 9925);
@@ -18,6 +21,8 @@ harper.process.on('exit', (code) => process.exit(code ?? 0));
 console.log(`
 harper-agent is ready.
   Operations API: http://localhost:${opsPort}/  (admin user: ${admin.username})
+  Admin page:     http://localhost:${httpPort}/agent/
+  CLI:            HARPER_AGENT_URL=http://localhost:${opsPort}/ npx harper-agent prompt "summarize logs/hdb.log"
   Prompt the agent:
     curl -s -u ${admin.username}:${admin.password} -H 'content-type: application/json' http://localhost:${opsPort}/ \\
       -d '{"operation":"agent_prompt","message":"summarize logs/hdb.log"}'
