@@ -3,7 +3,7 @@
 // Harper authenticates first (request.user); everything here needs a super_user, like the operations.
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { answerOperation, authorize, header, json, MAX_AGENT_BODY_BYTES, readExactly, type HarperRequest, type HarperResponse, type Operations } from './http.js';
+import { answerOperation, authorize, bodyTooLarge, header, json, MAX_AGENT_BODY_BYTES, readExactly, type HarperRequest, type HarperResponse, type Operations } from './http.js';
 import { HttpError } from './operations.js';
 import { followSession, followSessionList, type SubscribableTable } from './sessionFeed.js';
 import type { SessionStore } from './session.js';
@@ -44,7 +44,7 @@ async function readJsonBody(request: HarperRequest): Promise<Record<string, unkn
   }
   const length = Number(header(request, 'content-length'));
   if (!Number.isInteger(length) || length <= 0) throw new HttpError(411, 'send a content-length with the operation');
-  if (length > MAX_AGENT_BODY_BYTES) throw new HttpError(413, `request body is ${length} bytes; agent operations accept at most ${MAX_AGENT_BODY_BYTES}`);
+  if (length > MAX_AGENT_BODY_BYTES) throw bodyTooLarge(length);
   const body = request._nodeRequest ? await readExactly(request._nodeRequest, length) : null;
   let input: unknown;
   try {

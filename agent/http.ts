@@ -8,6 +8,8 @@ import { checkInput, HttpError, type User } from './operations.js';
 export const MAX_AGENT_BODY_BYTES = 1024 * 1024;
 const PEEK_BYTES_OF_LARGE_BODY = 64 * 1024;
 
+export const bodyTooLarge = (length: number) => new HttpError(413, `request body is ${length} bytes; agent operations accept at most ${MAX_AGENT_BODY_BYTES}`);
+
 export interface HarperRequest {
   url?: string;
   method?: string;
@@ -91,7 +93,7 @@ export function operationsListener(operations: Operations, log: (message: string
       const name = OPERATION_FIELD.exec(peek.toString('latin1', 0, peek.length))?.[1];
       if (name && name in operations) {
         stream.resume(); // discard the rest, so the connection can serve its next request
-        const response = json(413, { error: `request body is ${length} bytes; agent operations accept at most ${MAX_AGENT_BODY_BYTES}` });
+        const response = json(413, { error: bodyTooLarge(length).message });
         response.headers.set('connection', 'close');
         return response;
       }
