@@ -11,11 +11,15 @@ import type { SessionStore } from './session.js';
 export const ADMIN_PATH = '/agent/';
 
 const PAGE_FILES: Record<string, string> = {
-  '': 'text/html; charset=utf-8',
   'index.html': 'text/html; charset=utf-8',
   'app.js': 'text/javascript; charset=utf-8',
   'style.css': 'text/css; charset=utf-8',
 };
+
+interface PageFile {
+  type: string;
+  body: string;
+}
 
 export interface AdminDeps {
   operations: Operations;
@@ -26,9 +30,11 @@ export interface AdminDeps {
   log(message: string): void;
 }
 
-function loadPage(dir: string): Map<string, Buffer> {
-  const files = new Map<string, Buffer>();
-  for (const name of Object.keys(PAGE_FILES)) files.set(name, readFileSync(path.join(dir, name || 'index.html')));
+/** The page's files, read once at boot; `/agent/` is index.html. */
+function loadPage(dir: string): Map<string, PageFile> {
+  const files = new Map<string, PageFile>();
+  for (const [name, type] of Object.entries(PAGE_FILES)) files.set(name, { type, body: readFileSync(path.join(dir, name), 'utf8') });
+  files.set('', files.get('index.html')!);
   return files;
 }
 
@@ -83,7 +89,7 @@ export function adminListener(deps: AdminDeps) {
     }
     const file = page.get(rest);
     if (file === undefined) throw new HttpError(404, `${url.pathname} is not part of the agent admin page`);
-    return { status: 200, headers: new Headers({ 'content-type': PAGE_FILES[rest]!, 'cache-control': 'no-cache' }), body: file.toString('utf8') };
+    return { status: 200, headers: new Headers({ 'content-type': file.type, 'cache-control': 'no-cache' }), body: file.body };
   };
 
   return async (request: HarperRequest, next: (request: HarperRequest) => unknown) => {

@@ -11,10 +11,15 @@ function clip(text: string, max: number): string {
   return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
 }
 
+/** Why a result was cut or failed, as ` [cut: cap, error]` (nothing for an intact one). */
+function marks(m: MessageView): string {
+  const notes = [m.cut ? CUT_NOTE[m.cut] : '', m.isError ? 'error' : ''].filter(Boolean);
+  return notes.length ? ` [${notes.join(', ')}]` : '';
+}
+
 /** The line for a result: tool name, stored size, and why it was cut or failed. */
 export function resultLine(m: MessageView): string {
-  const marks = [m.cut ? CUT_NOTE[m.cut] : '', m.isError ? 'error' : ''].filter(Boolean);
-  return `  ← ${m.name} ${formatBytes(m.bytes)}${marks.length ? ` [${marks.join(', ')}]` : ''}${m.isError ? `: ${clip(m.content, 160)}` : ''}`;
+  return `  ← ${m.name} ${formatBytes(m.bytes)}${marks(m)}${m.isError ? `: ${clip(m.content, 160)}` : ''}`;
 }
 
 /** Lines for a message of a run being followed; `changed` is an earlier message rewritten in place. */
@@ -136,8 +141,7 @@ export function transcript(s: { session_id: string; status: string; provider: st
   if (s.lastError) out.push(`last error: ${s.lastError}`);
   for (const m of messages) {
     const who = m.role === 'tool' ? `tool ${m.name}` : m.role;
-    const marks = [m.role === 'tool' && m.cut ? CUT_NOTE[m.cut] : '', m.role === 'tool' && m.isError ? 'error' : ''].filter(Boolean);
-    out.push(`#${m.index} ${who} · ${formatBytes(m.bytes)}${marks.length ? ` [${marks.join(', ')}]` : ''}`);
+    out.push(`#${m.index} ${who} · ${formatBytes(m.bytes)}${marks(m)}`);
     // A tool result is one long JSON line: its head is enough to see what it was, --full shows it whole.
     if (m.role === 'tool' && !full && m.content.length > 200) out.push(`    ${m.content.slice(0, 200)}… (--full shows all)`);
     else for (const l of m.content ? m.content.split('\n') : []) out.push(`    ${l}`);

@@ -16,7 +16,6 @@ export const OUTPUT = process.env.TEST_OUTPUT_DIR ?? path.join(os.tmpdir(), 'har
 const FLAGS = ['--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
 
 const fmt = (n: number) => `${n.toLocaleString('en-US')} B`;
-const bytesOf = (m: any) => messageBytes({ ...m, toolCalls: m.toolCalls ? Array.from(m.toolCalls) : undefined });
 
 describe('the admin page in headless Chromium', function () {
   const suite = providerSuite();
@@ -65,7 +64,7 @@ describe('the admin page in headless Chromium', function () {
     const row = await suite.h.row(id);
     const s = (await suite.h.op({ operation: 'get_agent_session', session_id: id })).body;
     await page.waitForFunction((n) => document.querySelectorAll('#transcript > li').length === n, row.messages.length);
-    expect(await shownMessages()).to.deep.equal(row.messages.map((m: any) => [`message ${m.role}`, fmt(bytesOf(m))]));
+    expect(await shownMessages()).to.deep.equal(row.messages.map((m: any) => [`message ${m.role}`, fmt(messageBytes(m))]));
     expect(await page.locator('#transcript > li').last().locator('pre').textContent()).to.equal(row.messages.at(-1).content);
     expect(await page.locator('#session-meta').textContent()).to.equal(`local / local-deterministic · ${row.messages.length} messages · ${fmt(s.bytes)}`);
     const listed = page.locator(`#sessions tr[data-id="${id}"] td`);
@@ -85,7 +84,7 @@ describe('the admin page in headless Chromium', function () {
     expect((await suite.h.row(id)).status).to.equal('running');
     expect(await page.locator('#send').isDisabled()).to.equal(true);
     const row = await suite.h.row(id);
-    expect(await page.locator('#transcript > li.tool .bytes').textContent()).to.equal(fmt(bytesOf(row.messages[2])));
+    expect(await page.locator('#transcript > li.tool .bytes').textContent()).to.equal(fmt(messageBytes(row.messages[2])));
     await page.click('#cancel-run');
     await waitForStatus('aborted');
     expect(await page.locator('#last-error').textContent()).to.equal('Cancelled with cancel_agent_run.');
@@ -136,16 +135,16 @@ describe('the admin page in headless Chromium', function () {
     expect(row.messages.map((m: any) => m.cut ?? null)).to.deep.equal([null, null, 'cap', null, 'context', null]);
     await page.waitForFunction(() => document.querySelectorAll('#transcript > li').length === 6);
     expect(await shownMessages()).to.deep.equal(
-      row.messages.map((m: any) => [`message ${m.role}${m.cut ? ` cut-${m.cut}` : ''}`, fmt(bytesOf(m))])
+      row.messages.map((m: any) => [`message ${m.role}${m.cut ? ` cut-${m.cut}` : ''}`, fmt(messageBytes(m))])
     );
-    expect(bytesOf(row.messages[4])).to.equal(2048);
+    expect(messageBytes(row.messages[4])).to.equal(2048);
     const context = page.locator('#transcript > li.cut-context .badge');
     expect(await context.textContent()).to.equal('cut: context window');
     expect(await context.getAttribute('title')).to.equal('cut to 2 KiB after the model rejected the conversation as longer than its context window');
     const cap = page.locator('#transcript > li.cut-cap .badge');
     expect(await cap.textContent()).to.equal('cut: cap');
     expect(await cap.getAttribute('title')).to.equal('cut to agent.maxToolResultBytes when it was stored');
-    expect(bytesOf(row.messages[2])).to.equal(16384);
+    expect(messageBytes(row.messages[2])).to.equal(16384);
     await page.screenshot({ path: path.join(OUTPUT, 'admin-page.png'), fullPage: true });
     // A reload shows the same from a fresh snapshot (the URL keeps the session).
     await page.reload();

@@ -40,7 +40,6 @@ describe('harper-agent CLI against a real Harper', function () {
   }
   const runCli = (args: string[], extraEnv?: Record<string, string>) => cli(args, extraEnv).done;
 
-  const bytesOf = (m: any) => messageBytes({ ...m, toolCalls: m.toolCalls ? Array.from(m.toolCalls) : undefined });
   const fmt = (n: number) => `${n.toLocaleString('en-US')} bytes`;
 
   it('prompt prints each tool call and the stored size of each result, then the answer', async () => {
@@ -55,7 +54,7 @@ describe('harper-agent CLI against a real Harper', function () {
     const expected: string[] = [];
     for (const m of row.messages.slice(1, -1)) {
       if (m.role === 'assistant') for (const c of m.toolCalls) expected.push(`  → ${c.name} ${JSON.stringify(c.arguments)}`);
-      else expected.push(`  ← read_file ${fmt(bytesOf(m))}`);
+      else expected.push(`  ← read_file ${fmt(messageBytes(m))}`);
     }
     const answer = row.messages.at(-1).content;
     expect(lines.slice(1)).to.deep.equal([...expected, ...answer.split('\n')]);
@@ -76,7 +75,7 @@ describe('harper-agent CLI against a real Harper', function () {
     expect(b.status).to.equal('completed');
     expect(b.answer).to.equal(row.messages.at(-1).content);
     expect(b.messages.map((m: any) => m.index)).to.deep.equal([a.messages.at(-1).index + 1, a.messages.at(-1).index + 2]);
-    expect(b.messages.map((m: any) => [m.role, m.bytes])).to.deep.equal(row.messages.slice(-2).map((m: any) => [m.role, bytesOf(m)]));
+    expect(b.messages.map((m: any) => [m.role, m.bytes])).to.deep.equal(row.messages.slice(-2).map((m: any) => [m.role, messageBytes(m)]));
     expect(a.messages[0]).to.include({ index: 0, role: 'user', content: 'summarize logs/cli.log', bytes: 22 });
   });
 
@@ -92,7 +91,7 @@ describe('harper-agent CLI against a real Harper', function () {
     const approved = await runCli(['approve', id, approval]);
     expect(approved.code, approved.stderr).to.equal(0);
     expect(readFileSync(target, 'utf8')).to.equal('written through the CLI');
-    expect(approved.stdout).to.equal(`approved ${approval}; following session ${id}\n  ← write_file ${fmt(bytesOf((await suite.h.row(id)).messages.at(-2)))}\nI wrote 23 bytes to components/cli-notes/ok.txt.\n`);
+    expect(approved.stdout).to.equal(`approved ${approval}; following session ${id}\n  ← write_file ${fmt(messageBytes((await suite.h.row(id)).messages.at(-2)))}\nI wrote 23 bytes to components/cli-notes/ok.txt.\n`);
 
     const denied = path.join(suite.h.componentsDir, 'cli-notes/no.txt');
     const asked2 = await runCli(['prompt', 'write components/cli-notes/no.txt: never', '--json']);
@@ -122,7 +121,7 @@ describe('harper-agent CLI against a real Harper', function () {
       expect(r.code).to.equal(1);
       expect(r.stderr).to.equal('✗ aborted: Cancelled with cancel_agent_run.\n');
       const row = await suite.h.row(id);
-      expect(r.stdout).to.equal(`session ${id}\n  → read_file {"root":"logs","path":"cli.log"}\n  ← read_file ${fmt(bytesOf(row.messages[2]))}\n`);
+      expect(r.stdout).to.equal(`session ${id}\n  → read_file {"root":"logs","path":"cli.log"}\n  ← read_file ${fmt(messageBytes(row.messages[2]))}\n`);
     } finally {
       await useLocal(suite.h);
     }
@@ -144,7 +143,7 @@ describe('harper-agent CLI against a real Harper', function () {
     const show = await runCli(['show', done.session_id]);
     expect(show.code, show.stderr).to.equal(0);
     const heads = show.stdout.split('\n').filter((l) => /^#\d+ /.test(l));
-    expect(heads).to.deep.equal(s.messages.map((m: any, i: number) => `#${i} ${m.role === 'tool' ? `tool ${m.name}` : m.role} · ${fmt(bytesOf(m))}`));
+    expect(heads).to.deep.equal(s.messages.map((m: any, i: number) => `#${i} ${m.role === 'tool' ? `tool ${m.name}` : m.role} · ${fmt(messageBytes(m))}`));
     expect(show.stdout.split('\n')[0]).to.equal(`session ${done.session_id} · completed · local / local-deterministic · ${s.messages.length} messages · ${fmt(s.bytes)}`);
     const json = JSON.parse((await runCli(['sessions', '--json', '--limit', '1'])).stdout);
     expect(json).to.have.length(1);
