@@ -1,5 +1,6 @@
 // The agent.* config: one schema (schema/config.schema.json) for its keys, defaults and bounds; read at boot
-// from Harper's config, then AGENT_<KEY> env vars, then --AGENT_<KEY> flags; changed at run time by set_agent_config.
+// from Harper's config, then AGENT_<KEY> env vars, then --AGENT_<KEY> flags; set_agent_config's changes go over
+// those (agent/configStore.ts keeps them).
 import { readFileSync } from 'node:fs';
 import AjvModule from 'ajv';
 
@@ -133,29 +134,37 @@ export function loadAgentConfig(
 }
 
 /**
- * A set_agent_config change: every key checked strictly (no coercion), all or nothing.
- * Returns the problems, one per bad key, or the merged config.
+ * A set_agent_config change, every key checked strictly (no coercion), all or nothing. A null value takes the key's
+ * persisted change back (the boot config or the default applies again). Returns one problem per bad key, or the
+ * checked change.
  */
-export function applyConfigChange(
-  current: AgentConfig,
-  change: Record<string, unknown>
-): { ok: true; config: AgentConfig } | { ok: false; problems: string[] } {
-  const next = { ...current } as unknown as Record<string, unknown>;
+export function checkConfigChange(change: Record<string, unknown>): { ok: true; change: Record<string, unknown> } | { ok: false; problems: string[] } {
+  const checked: Record<string, unknown> = {};
   const problems: string[] = [];
   for (const [key, value] of Object.entries(change)) {
-    if (value === null && key in CONFIG_SCHEMA.properties && CONFIG_SCHEMA.properties[key]!.default === undefined) {
-      delete next[key]; // optional keys can be unset
-      continue;
-    }
-    const checked = checkConfigValue(key, value, false);
-    if (checked.ok) next[key] = checked.value;
-    else problems.push(checked.problem);
+    const result = value === null && key in CONFIG_SCHEMA.properties ? { ok: true as const, value: null } : checkConfigValue(key, value, false);
+    if (result.ok) checked[key] = result.value;
+    else problems.push(result.problem);
   }
-  return problems.length ? { ok: false, problems } : { ok: true, config: next as unknown as AgentConfig };
+  return problems.length ? { ok: false, problems } : { ok: true, change: checked };
+}
+
+/**
+ * The config in force: the boot config with the persisted changes over it. A persisted value that no longer passes
+ * the schema (a bound tightened since) is skipped with a warning naming it, never applied.
+ */
+export function withChanges(base: AgentConfig, changes: Record<string, unknown>, warn: Warn): AgentConfig {
+  const config = { ...base } as unknown as Record<string, unknown>;
+  for (const [key, value] of Object.entries(changes)) {
+    const checked = checkConfigValue(key, value, false);
+    if (checked.ok) config[key] = checked.value;
+    else warn(`harper-agent: ignoring the stored agent.${key} ${JSON.stringify(value)} (${checked.problem}); using ${JSON.stringify(config[key] ?? null)}`);
+  }
+  return config as unknown as AgentConfig;
 }
 
 /** The config as an operator may see it: the API key is never echoed. */
-export function publicConfig(config: AgentConfig): Record<string, unknown> {
+export function publicConfig(config: Partial<AgentConfig>): Record<string, unknown> {
   const { apiKey, ...rest } = config;
   return { ...rest, ...(apiKey ? { apiKey: '(set)' } : {}) };
 }

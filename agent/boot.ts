@@ -6,7 +6,8 @@ import { parentPort } from 'node:worker_threads';
 import { localBackend } from '../resources/models/localBackend.js';
 import { Models } from '../resources/models/models.js';
 import { adminListener } from './adminPage.js';
-import { loadAgentConfig, type AgentConfig } from './agent.js';
+import { loadAgentConfig } from './agent.js';
+import { ConfigStore, type SettingTable } from './configStore.js';
 import { ContextLimits, type LimitTable } from './contextBudget.js';
 import { operationsListener } from './http.js';
 import { recoverInterruptedRuns } from './loop.js';
@@ -28,7 +29,14 @@ const { server, databases, logger } = globalThis as unknown as HarperGlobals;
 
 const harper = server.config;
 const rootPath: string = harper.rootPath;
-let config: AgentConfig = loadAgentConfig(harper.agent, process.env, process.argv, (m) => logger.warn(m));
+const warn = (m: string) => logger.warn(m);
+// The boot config, with set_agent_config's persisted changes over it once they are read (before any operation is
+// answered: see `ready` below), and again whenever another thread or node changes them.
+const configs = new ConfigStore(loadAgentConfig(harper.agent, process.env, process.argv, warn), () => databases.agent?.AgentSetting as unknown as SettingTable | undefined, warn);
+const ready = configs.reload().then(
+  () => configs.follow(),
+  (error) => warn(`harper-agent: could not read agent settings (using the boot config): ${error}`)
+);
 
 const scopes: Scopes = {
   components: harper.componentsRoot ?? path.join(rootPath, 'components'),
@@ -40,18 +48,25 @@ const scopes: Scopes = {
 Models.register(localBackend);
 const sessionTable = () => databases.agent!.AgentSession;
 const store = new SessionStore(() => sessionTable() as unknown as SessionTable);
-const operations = createOperations({
+const operations = afterReady(createOperations({
   store,
   tools: createToolRegistry(defaultTools),
   scopes,
   databases,
   limits: new ContextLimits(() => databases.agent?.AgentContextLimit as unknown as LimitTable | undefined),
-  config: () => config,
-  setConfig: (next) => {
-    config = next;
-  },
+  config: () => configs.current(),
+  changeConfig: (change, user) => configs.set(change, user),
   log: (m) => logger.warn(m),
-});
+}));
+
+/** Every operation (from the operations port or the admin page) waits until the persisted config is in force. */
+function afterReady(ops: ReturnType<typeof createOperations>): ReturnType<typeof createOperations> {
+  const wrapped: ReturnType<typeof createOperations> = {};
+  for (const [name, op] of Object.entries(ops)) {
+    wrapped[name] = { schema: op.schema, handle: async (input, user) => (await ready, op.handle(input, user)) };
+  }
+  return wrapped;
+}
 
 const network = harper.operationsApi?.network ?? {};
 const port = network.port ?? undefined;

@@ -4,7 +4,7 @@
 import { randomUUID } from 'node:crypto';
 import { threadId } from 'node:worker_threads';
 import { errorInfo, toolResultText, truncateWithMarker } from '../resources/models/agentLoop.js';
-import { isAbortError, isModelError, ModelError } from '../resources/models/backendHelpers.js';
+import { answeredTranscript, isAbortError, isModelError, ModelError, providerErrors } from '../resources/models/backendHelpers.js';
 import { Models } from '../resources/models/models.js';
 import type { GenerateOutput, Message, ModelBackend, ToolCall, ToolMessage } from '../resources/models/types.js';
 import type { AgentConfig } from './agent.js';
@@ -77,7 +77,8 @@ export interface TurnRequest {
 function buildInput(deps: LoopDeps, session: Session, req: TurnRequest) {
   return {
     system: SYSTEM_PROMPT,
-    messages: session.messages,
+    // Backends get a transcript they can send as it is: every tool call answered.
+    messages: answeredTranscript(session.messages),
     tools: deps.tools.specs(),
     model: req.model,
     maxTokens: req.config.maxTokens,
@@ -257,6 +258,7 @@ async function runSession(deps: LoopDeps, id: string, guard: RunGuard, signal: A
       region: config.region,
       requestTimeoutMs: config.requestTimeoutMs,
       maxRetries: config.maxRetries,
+      errors: providerErrors,
     });
     const ctx: ToolContext = { scopes: deps.scopes, maxResultBytes: config.maxToolResultBytes, signal, databases: deps.databases };
     const req: TurnRequest = { backend, model, config, guard, signal };

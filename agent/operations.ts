@@ -1,7 +1,8 @@
 // The agent's operations, answered on Harper's operations API (agent/http.ts routes them here). Each is its input
 // schema and its handler; errors carry the HTTP status the operator gets.
 import AjvModule from 'ajv';
-import { applyConfigChange, publicConfig, type AgentConfig } from './agent.js';
+import { publicConfig } from './agent.js';
+import { ConfigChangeError, type ConfigChangeResult } from './configStore.js';
 import { contextBudget, estimateTokens } from './contextBudget.js';
 import { SYSTEM_PROMPT } from './systemPrompt.js';
 import { activeRun, newRunner, startRun, type LoopDeps } from './loop.js';
@@ -17,7 +18,8 @@ export class HttpError extends Error {
 }
 
 export interface OperationsDeps extends LoopDeps {
-  setConfig(config: AgentConfig): void;
+  /** Persists a set_agent_config change and puts it in force (agent/configStore.ts). */
+  changeConfig(change: Record<string, unknown>, user: string | null): Promise<ConfigChangeResult>;
 }
 
 export interface User {
@@ -153,15 +155,19 @@ export function createOperations(deps: OperationsDeps): Record<string, Operation
     },
 
     set_agent_config: {
-      // Keys are checked by applyConfigChange against schema/config.schema.json, all or nothing.
+      // Keys are checked against schema/config.schema.json, all or nothing; a null takes a key's change back.
+      // The answer is the config in force and, under `persisted`, what this request stored.
       schema: { type: 'object', properties: { operation: { type: 'string' } } },
-      async handle(input) {
+      async handle(input, user) {
         const { operation: _op, ...change } = input;
         if (Object.keys(change).length === 0) throw new HttpError(400, 'set_agent_config needs at least one agent.* key to change');
-        const applied = applyConfigChange(deps.config(), change);
-        if (!applied.ok) throw new HttpError(400, applied.problems.join('; '));
-        deps.setConfig(applied.config);
-        return publicConfig(applied.config);
+        try {
+          const result = await deps.changeConfig(change, user.username ?? null);
+          return { ...publicConfig(result.config), persisted: result.persisted };
+        } catch (error) {
+          if (error instanceof ConfigChangeError) throw new HttpError(400, error.message);
+          throw error;
+        }
       },
     },
   };

@@ -1,19 +1,17 @@
-// The admin page (/agent/ on Harper's HTTP port) in headless Chromium (Debian's /usr/bin/chromium, driven by
+// The admin page (/agent/ on Harper's HTTP port) in headless Chromium (integrationTests/browser.ts, driven by
 // playwright-core): prompt, watch the run live, cancel, approve a write, see cut results marked, survive a restart
 // of Harper's worker threads. Screenshots go to $TEST_OUTPUT_DIR (default <tmp>/harper-agent-test-output).
 import { expect } from 'chai';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { messageBytes } from '../agent/session.js';
+import { launchBrowser } from './browser.js';
 import { providerSuite, useLocal } from './providerSuite.js';
 
-export const CHROMIUM = '/usr/bin/chromium';
 // Outside the repository: Harper reloads its components when a file appears in one (this repository is one).
 export const OUTPUT = process.env.TEST_OUTPUT_DIR ?? path.join(os.tmpdir(), 'harper-agent-test-output');
-// Without the background-networking flags Chromium keeps dialling Google's hosts, which this network refuses.
-const FLAGS = ['--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
 
 const fmt = (n: number) => `${n.toLocaleString('en-US')} B`;
 
@@ -25,8 +23,7 @@ describe('the admin page in headless Chromium', function () {
 
   before(async function () {
     this.timeout(120_000);
-    // launch() gives Chromium a new, empty profile directory and runs it headless without the sandbox.
-    browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, chromiumSandbox: false, args: FLAGS });
+    browser = await launchBrowser();
     const { admin } = suite.h.harper;
     context = await browser.newContext({ httpCredentials: { username: admin.username, password: admin.password }, viewport: { width: 1360, height: 900 } });
     mkdirSync(OUTPUT, { recursive: true });

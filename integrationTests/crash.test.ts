@@ -63,6 +63,9 @@ describe('a crash in the middle of a run', function () {
     expect(row.status).to.equal('error');
     expect(row.lastError).to.equal('The run was interrupted by a Harper restart. Send a new prompt to continue the session.');
     expect(row.runner).to.equal(null);
+    // set_agent_config's change outlived the crash; the next prompt goes to the embedded backend.
+    expect((await h.op({ operation: 'get_agent_config' })).body).to.include({ provider: 'openai', baseUrl: `${server.url}/v1`, apiKey: '(set)', maxRetries: 0 });
+    expect((await h.setConfig({ provider: 'local' })).status).to.equal(200);
     const next = await h.prompt('summarize logs/after.log', id);
     expect(next.status).to.equal('completed');
     expect(next.messages.at(-1).content).to.match(/^logs\/after\.log: 2 lines/);

@@ -1,8 +1,9 @@
-// Boots the harperdb from node_modules with this component (and its sibling backend components) loaded, and
-// stops it by PID. Used by `npm start`, `npm run demo`, the integration harness and the bench.
+// Boots the harperdb from node_modules with this component loaded (Harper loads its backends from node_modules, as
+// config.yaml says), or a plain Harper with none, and stops it by PID. Used by `npm start`, `npm run demo`, the
+// integration harness and the bench.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
-import { existsSync, mkdirSync, openSync, copyFileSync, readdirSync, symlinkSync, rmSync, lstatSync } from 'node:fs';
+import { mkdirSync, openSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -21,24 +22,6 @@ export async function freePort(): Promise<number> {
   });
 }
 
-/** Links each backend component (components/<provider>, built into dist/) into Harper's components root. */
-export function installSiblingComponents(rootPath: string): string[] {
-  const componentsRoot = path.join(rootPath, 'components');
-  mkdirSync(componentsRoot, { recursive: true });
-  const installed: string[] = [];
-  const source = path.join(REPO, 'components');
-  for (const provider of existsSync(source) ? readdirSync(source) : []) {
-    const built = path.join(REPO, 'dist', 'components', provider);
-    if (!existsSync(path.join(source, provider, 'config.yaml')) || !existsSync(built)) continue;
-    copyFileSync(path.join(source, provider, 'config.yaml'), path.join(built, 'config.yaml'));
-    const link = path.join(componentsRoot, `harper-agent-${provider}`);
-    if (lstatSync(link, { throwIfNoEntry: false })) rmSync(link, { recursive: true, force: true });
-    symlinkSync(built, link, 'dir');
-    installed.push(provider);
-  }
-  return installed;
-}
-
 export interface HarperOptions {
   rootPath: string;
   httpPort: number;
@@ -52,6 +35,12 @@ export interface HarperOptions {
   admin?: { username: string; password: string };
   /** Harper's own defaults mode for a first boot: dev (authorizeLocal on) or prod. */
   mode?: 'dev' | 'prod';
+  /** The component folder Harper runs (default: this repository); null runs a plain Harper with only the
+   * components installed in its root, as an operator's instance before deploy_component. */
+  component?: string | null;
+  /** What "ready" means: the agent answers get_agent_config (default), or Harper answers describe_all (a plain
+   * Harper, default when component is null). */
+  readyWhen?: 'agent' | 'harper';
 }
 
 export interface RunningHarper {
@@ -86,7 +75,6 @@ export function harperEnv(o: HarperOptions): NodeJS.ProcessEnv {
 
 export async function startHarper(o: HarperOptions, readyTimeoutMs = 60_000): Promise<RunningHarper> {
   mkdirSync(o.rootPath, { recursive: true });
-  installSiblingComponents(o.rootPath);
   const admin = o.admin ?? DEV_ADMIN;
   // Harper opens these too; give each instance its own so two never collide.
   const extraPorts = {
@@ -96,7 +84,8 @@ export async function startHarper(o: HarperOptions, readyTimeoutMs = 60_000): Pr
   };
   const env = { ...harperEnv(o), ...extraPorts, ...o.env };
   const out = o.output === undefined || o.output === 'inherit' ? 'inherit' : openSync(o.output, 'a');
-  const child = spawn(process.execPath, [path.join(REPO, 'node_modules/harperdb/bin/harperdb.js'), 'run', REPO, ...(o.args ?? [])], {
+  const component = o.component === undefined ? REPO : o.component;
+  const child = spawn(process.execPath, [path.join(REPO, 'node_modules/harperdb/bin/harperdb.js'), 'run', ...(component ? [component] : []), ...(o.args ?? [])], {
     env,
     stdio: ['ignore', out, out],
   });
@@ -110,12 +99,14 @@ export async function startHarper(o: HarperOptions, readyTimeoutMs = 60_000): Pr
     admin,
     stop: (signal = 'SIGTERM') => stopHarper(child, signal),
   };
+  const readyWhen = o.readyWhen ?? (component ? 'agent' : 'harper');
+  const probe = JSON.stringify({ operation: readyWhen === 'agent' ? 'get_agent_config' : 'describe_all' });
   const deadline = Date.now() + readyTimeoutMs;
   const auth = 'Basic ' + Buffer.from(`${admin.username}:${admin.password}`).toString('base64');
   while (Date.now() < deadline) {
     if (child.exitCode !== null) throw new Error(`Harper exited with code ${child.exitCode} before it was ready`);
     try {
-      const res = await fetch(opsUrl, { method: 'POST', headers: { 'content-type': 'application/json', authorization: auth }, body: '{"operation":"get_agent_config"}' });
+      const res = await fetch(opsUrl, { method: 'POST', headers: { 'content-type': 'application/json', authorization: auth }, body: probe });
       if (res.status === 200) return running;
     } catch {
       // not listening yet

@@ -1,10 +1,10 @@
 // Each backend through its real SDK over HTTP, against the provider-compatible server.
 import { expect } from 'chai';
-import { AnthropicBackend } from '../components/anthropic/backend.js';
-import { BedrockBackend } from '../components/bedrock/backend.js';
-import { OpenAIBackend } from '../components/openai/backend.js';
+import { AnthropicBackend } from 'harper-agent-anthropic/backend';
+import { BedrockBackend } from 'harper-agent-bedrock/backend';
+import { OpenAIBackend } from 'harper-agent-openai/backend';
 import { bedrockError, ProviderServer, type Provider, type Turn } from '../integrationTests/providerServer/server.js';
-import { isModelError, type ModelError } from '../resources/models/backendHelpers.js';
+import { isModelError, providerErrors, type ModelError } from '../resources/models/backendHelpers.js';
 import type { GenerateInput, ModelBackend } from '../resources/models/types.js';
 
 process.env.AWS_ACCESS_KEY_ID = 'test-access-key';
@@ -16,7 +16,7 @@ before(() => server.start());
 after(() => server.close());
 
 function make(provider: Provider, baseUrl = server.url): ModelBackend {
-  const o = { apiKey: 'test-key', baseUrl, requestTimeoutMs: 5000, maxRetries: 0, region: 'us-east-1' };
+  const o = { apiKey: 'test-key', baseUrl, requestTimeoutMs: 5000, maxRetries: 0, region: 'us-east-1', errors: providerErrors };
   if (provider === 'openai') return new OpenAIBackend({ ...o, baseUrl: `${baseUrl}/v1` });
   if (provider === 'anthropic') return new AnthropicBackend(o);
   return new BedrockBackend(o);

@@ -1,5 +1,6 @@
 import { expect } from 'chai';
-import { applyConfigChange, cliAgentFlags, defaultConfig, loadAgentConfig, MAX_TOOL_RESULT_BYTES, publicConfig } from '../agent/agent.js';
+import { checkConfigChange, cliAgentFlags, defaultConfig, loadAgentConfig, MAX_TOOL_RESULT_BYTES, publicConfig } from '../agent/agent.js';
+import { ConfigChangeError, ConfigStore, type SettingRow, type SettingTable } from '../agent/configStore.js';
 
 describe('agent config', () => {
   it('has the cap bounds from the schema: default 65,536, floor 1,024, ceiling 1 MiB', () => {
@@ -47,19 +48,19 @@ describe('agent config', () => {
   describe('set_agent_config changes', () => {
     for (const bad of [1023, 1048577, 'abc', 1.5, '2048']) {
       it(`rejects maxToolResultBytes ${JSON.stringify(bad)} naming the bounds`, () => {
-        const r = applyConfigChange(defaultConfig(), { maxToolResultBytes: bad });
+        const r = checkConfigChange({ maxToolResultBytes: bad });
         expect(r.ok).to.equal(false);
         expect(!r.ok && r.problems[0]).to.equal('agent.maxToolResultBytes must be an integer from 1024 to 1048576');
       });
     }
     for (const ok of [1024, 1048576]) {
       it(`accepts the bound ${ok}`, () => {
-        const r = applyConfigChange(defaultConfig(), { maxToolResultBytes: ok });
-        expect(r.ok && r.config.maxToolResultBytes).to.equal(ok);
+        const r = checkConfigChange({ maxToolResultBytes: ok });
+        expect(r.ok && r.change).to.deep.equal({ maxToolResultBytes: ok });
       });
     }
     it('is all or nothing, and rejects unknown keys', () => {
-      const r = applyConfigChange(defaultConfig(), { maxTurns: 3, nope: true });
+      const r = checkConfigChange({ maxTurns: 3, nope: true });
       expect(r.ok).to.equal(false);
       expect(!r.ok && r.problems[0]).to.match(/agent\.nope is not a known key/);
     });
@@ -68,5 +69,85 @@ describe('agent config', () => {
   it('never shows the API key', () => {
     expect(publicConfig({ ...defaultConfig(), apiKey: 'sk-secret' })).to.include({ apiKey: '(set)' });
     expect(JSON.stringify(publicConfig({ ...defaultConfig(), apiKey: 'sk-secret' }))).to.not.contain('sk-secret');
+  });
+
+  describe('the config store (set_agent_config changes, persisted)', () => {
+    /** The table's contract as Harper serves it: rows by key, a search over all, change events to subscribers. */
+    class MemorySettings implements SettingTable {
+      rows = new Map<string, SettingRow>();
+      listeners: (() => void)[] = [];
+      put(id: string, record: SettingRow) {
+        this.rows.set(id, structuredClone(record));
+        this.listeners.forEach((l) => l());
+      }
+      delete(id: string) {
+        this.rows.delete(id);
+        this.listeners.forEach((l) => l());
+      }
+      async *search() {
+        yield* [...this.rows.values()].map((r) => structuredClone(r));
+      }
+      subscribe() {
+        return { on: (_event: 'data', listener: () => void) => this.listeners.push(listener) };
+      }
+    }
+    const base = () => ({ ...defaultConfig(), maxTurns: 7 }); // as if harperdb-config.yaml set maxTurns
+
+    it('persists each key as its own row, in force at once, and read back by a new store (a restart)', async () => {
+      const table = new MemorySettings();
+      const a = new ConfigStore(base(), () => table, () => undefined);
+      const r = await a.set({ maxToolResultBytes: 4096, apiKey: 'sk-secret', provider: 'openai' }, 'admin');
+      expect(r.persisted).to.deep.equal({ maxToolResultBytes: 4096, apiKey: '(set)', provider: 'openai' });
+      expect(a.current()).to.include({ maxToolResultBytes: 4096, apiKey: 'sk-secret', provider: 'openai', maxTurns: 7 });
+      expect([...table.rows.keys()].sort()).to.deep.equal(['apiKey', 'maxToolResultBytes', 'provider']);
+      expect(table.rows.get('maxToolResultBytes')).to.include({ key: 'maxToolResultBytes', value: 4096, updatedBy: 'admin' });
+      expect(table.rows.get('maxToolResultBytes')!.updatedAt).to.be.instanceOf(Date);
+      const b = new ConfigStore(base(), () => table, () => undefined);
+      expect(b.current().maxToolResultBytes).to.equal(65536);
+      await b.reload();
+      expect(b.current()).to.include({ maxToolResultBytes: 4096, provider: 'openai', maxTurns: 7 });
+      expect(b.persisted()).to.deep.equal({ maxToolResultBytes: 4096, provider: 'openai', apiKey: '(set)' });
+    });
+
+    it('a null takes a change back: the boot config applies again and the row is gone', async () => {
+      const table = new MemorySettings();
+      const a = new ConfigStore(base(), () => table, () => undefined);
+      await a.set({ maxTurns: 77 }, null);
+      expect(a.current().maxTurns).to.equal(77);
+      const r = await a.set({ maxTurns: null }, null);
+      expect(r.persisted).to.deep.equal({ maxTurns: null });
+      expect(a.current().maxTurns).to.equal(7);
+      expect(table.rows.has('maxTurns')).to.equal(false);
+    });
+
+    it('is all or nothing: one bad key writes nothing', async () => {
+      const table = new MemorySettings();
+      const a = new ConfigStore(base(), () => table, () => undefined);
+      const e = await a.set({ maxTurns: 3, maxToolResultBytes: 10 }, null).catch((x) => x);
+      expect(e).to.be.instanceOf(ConfigChangeError);
+      expect(e.message).to.equal('agent.maxToolResultBytes must be an integer from 1024 to 1048576');
+      expect(table.rows.size).to.equal(0);
+      expect(a.current().maxTurns).to.equal(7);
+    });
+
+    it('another store following the table (another thread) has a change after its event', async () => {
+      const table = new MemorySettings();
+      const a = new ConfigStore(base(), () => table, () => undefined);
+      const b = new ConfigStore(base(), () => table, () => undefined);
+      await b.follow();
+      await a.set({ maxTurns: 77 }, null);
+      await b.reload(); // the event's reload is queued; this one runs after it
+      expect(b.current().maxTurns).to.equal(77);
+    });
+
+    it('skips a stored value the schema no longer accepts, naming it', async () => {
+      const table = new MemorySettings();
+      table.rows.set('maxToolResultBytes', { key: 'maxToolResultBytes', value: 12 });
+      const warnings: string[] = [];
+      const a = new ConfigStore(base(), () => table, (m) => warnings.push(m));
+      await a.reload();
+      expect(a.current().maxToolResultBytes).to.equal(65536);
+      expect(warnings).to.deep.equal(['harper-agent: ignoring the stored agent.maxToolResultBytes 12 (agent.maxToolResultBytes must be an integer from 1024 to 1048576); using 65536']);
+    });
   });
 });

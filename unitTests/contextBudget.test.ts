@@ -5,15 +5,15 @@ import { ContextLimits, contextBudget, estimateTokens, KNOWN_CONTEXT_WINDOWS } f
 import { defaultConfig } from '../agent/agent.js';
 import { activeRun } from '../agent/loop.js';
 import { createOperations } from '../agent/operations.js';
-import { OpenAIBackend } from '../components/openai/backend.js';
+import { OpenAIBackend } from 'harper-agent-openai/backend';
 import { ProviderServer } from '../integrationTests/providerServer/server.js';
-import { ModelError } from '../resources/models/backendHelpers.js';
+import { ModelError, providerErrors } from '../resources/models/backendHelpers.js';
 import type { GenerateInput, ToolMessage } from '../resources/models/types.js';
 import { calls, harness, text, type Harness } from './helpers.js';
 
 const user = { username: 'admin', role: { permission: { super_user: true } } };
 async function prompt(h: Harness, message: string, session_id?: string) {
-  const ops = createOperations({ ...h.deps, setConfig: () => undefined });
+  const ops = createOperations({ ...h.deps, changeConfig: () => Promise.reject(new Error('no config store in this test')) });
   const r = (await ops.agent_prompt.handle({ message, ...(session_id ? { session_id } : {}) }, user)) as { session_id: string };
   await activeRun(r.session_id)?.done;
   return (await h.store.get(r.session_id))!;
@@ -23,7 +23,7 @@ describe('context budget', () => {
   it('the estimate is never below the byte-derived count of real request bodies (bytes / 4)', async () => {
     const server = await new ProviderServer().start();
     try {
-      const backend = new OpenAIBackend({ baseUrl: `${server.url}/v1`, apiKey: 'k', requestTimeoutMs: 5000, maxRetries: 0 });
+      const backend = new OpenAIBackend({ baseUrl: `${server.url}/v1`, apiKey: 'k', requestTimeoutMs: 5000, maxRetries: 0, errors: providerErrors });
       const samples: GenerateInput[] = [
         { system: 'sys', model: 'm', maxTokens: 10, tools: [], messages: [{ role: 'user', content: 'hi' }] },
         { system: 'sys'.repeat(300), model: 'm', maxTokens: 10, tools: [{ name: 't', description: 'd'.repeat(500), parameters: { type: 'object' } }], messages: [{ role: 'user', content: 'é€😀'.repeat(3000) }] },

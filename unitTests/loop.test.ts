@@ -14,7 +14,7 @@ import { calls, harness, text, type Harness, type Step } from './helpers.js';
 const user = { username: 'admin', role: { permission: { super_user: true } } };
 
 function ops(h: Harness) {
-  return createOperations({ ...h.deps, setConfig: () => undefined });
+  return createOperations({ ...h.deps, changeConfig: () => Promise.reject(new Error('no config store in this test')) });
 }
 
 async function prompt(h: Harness, message: string, session_id?: string): Promise<Session> {

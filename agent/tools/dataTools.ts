@@ -13,6 +13,10 @@ export type Databases = Record<string, Record<string, HarperTable>>;
 
 /** Harper's own database: users, roles and their password hashes are never served. */
 const HIDDEN_DATABASES = new Set(['system']);
+/** The agent's settings hold the provider API key: never served either. */
+const HIDDEN_TABLES = new Set(['agent.AgentSetting']);
+
+const hidden = (database: string, table: string) => HIDDEN_DATABASES.has(database) || HIDDEN_TABLES.has(`${database}.${table}`);
 
 function databasesOf(ctx: ToolContext): Databases {
   if (!ctx.databases) throw new ToolError('no Harper databases are available to this run');
@@ -21,6 +25,7 @@ function databasesOf(ctx: ToolContext): Databases {
 
 function tableOf(ctx: ToolContext, database: string, table: string): HarperTable {
   if (HIDDEN_DATABASES.has(database)) throw new ToolError(`the ${database} database (Harper's users and roles) is never served`);
+  if (hidden(database, table)) throw new ToolError(`the ${database}.${table} table (the agent's settings, with its API key) is never served`);
   const t = databasesOf(ctx)[database]?.[table];
   if (!t) throw new ToolError(`no table ${database}.${table}: call describe_tables to see what there is`);
   return t;
@@ -40,6 +45,7 @@ const describeTables: Tool = {
     for (const [database, tables] of Object.entries(databasesOf(ctx))) {
       if (HIDDEN_DATABASES.has(database)) continue;
       for (const [table, t] of Object.entries(tables)) {
+        if (hidden(database, table)) continue;
         out.push({ database, table, primaryKey: t.primaryKey, attributes: (t.attributes ?? []).map((a) => a.name) });
       }
     }

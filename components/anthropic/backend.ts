@@ -1,7 +1,6 @@
 // The Anthropic backend: the Messages API with tools, through the official `@anthropic-ai/sdk`.
 import Anthropic from '@anthropic-ai/sdk';
 import type { ContentBlockParam, MessageParam, Tool as AnthropicTool } from '@anthropic-ai/sdk/resources/messages/messages';
-import { answeredTranscript, classifyProviderError, isAbortError, ModelError, networkError } from '../../resources/models/backendHelpers.js';
 import type { BackendOptions, FinishReason, GenerateInput, GenerateOutput, ModelBackend, ToolCall } from '../../resources/models/types.js';
 
 export const ANTHROPIC_DEFAULT_MODEL = 'claude-sonnet-4-5';
@@ -15,7 +14,7 @@ export function toAnthropicMessages(input: GenerateInput): MessageParam[] {
     if (last && last.role === role) (last.content as ContentBlockParam[]).push(...blocks);
     else out.push({ role, content: blocks });
   };
-  for (const m of answeredTranscript(input.messages)) {
+  for (const m of input.messages) {
     if (m.role === 'user') push('user', [{ type: 'text', text: m.content }]);
     else if (m.role === 'tool') push('user', [{ type: 'tool_result', tool_use_id: m.toolCallId, content: m.content, ...(m.isError ? { is_error: true } : {}) }]);
     else {
@@ -50,16 +49,16 @@ export class AnthropicBackend implements ModelBackend {
         { signal }
       );
     } catch (error) {
-      if (isAbortError(error, signal)) throw error;
+      if (this.options.errors.isAbort(error, signal)) throw error;
       if (error instanceof Anthropic.APIError && error.status !== undefined) {
         const body = error.error as { error?: { type?: string; message?: string } } | undefined;
-        throw classifyProviderError('anthropic', { status: error.status, type: body?.error?.type ?? error.type ?? undefined, code: body?.error?.type, message: body?.error?.message ?? error.message, body });
+        throw this.options.errors.classify('anthropic', { status: error.status, type: body?.error?.type ?? error.type ?? undefined, code: body?.error?.type, message: body?.error?.message ?? error.message, body });
       }
-      throw networkError('anthropic', error, this.options.requestTimeoutMs);
+      throw this.options.errors.network('anthropic', error, this.options.requestTimeoutMs);
     }
     const usage = message.usage ? { inputTokens: message.usage.input_tokens, outputTokens: message.usage.output_tokens } : undefined;
     if (message.stop_reason === 'model_context_window_exceeded') {
-      throw new ModelError('anthropic stopped: the conversation reached the model context window', 'anthropic', 400, true, 'model_context_window_exceeded');
+      throw this.options.errors.contextWindow('anthropic', 'anthropic stopped: the conversation reached the model context window', 'model_context_window_exceeded');
     }
     let text = '';
     const toolCalls: ToolCall[] = [];

@@ -1,5 +1,7 @@
-// Harper loads this sibling component (components/anthropic/config.yaml): it registers the Anthropic backend.
-import { Models } from '../../resources/models/models.js';
+// Harper loads this package as a component of the agent (the root config.yaml names it): it registers the
+// Anthropic backend in the agent's registry, a Map on globalThis that whichever of the two loads first creates.
+import type { BackendRegistration } from '../../resources/models/types.js';
 import { ANTHROPIC_DEFAULT_MODEL, AnthropicBackend } from './backend.js';
 
-Models.register({ provider: 'anthropic', defaultModel: ANTHROPIC_DEFAULT_MODEL, create: (options) => new AnthropicBackend(options) });
+const registry = ((globalThis as Record<symbol, unknown>)[Symbol.for('harper-agent.models')] ??= new Map()) as Map<string, BackendRegistration>;
+registry.set('anthropic', { provider: 'anthropic', defaultModel: ANTHROPIC_DEFAULT_MODEL, create: (options) => new AnthropicBackend(options) });

@@ -2,7 +2,6 @@
 // region come from the AWS chain (or agent.region); agent.baseUrl overrides the endpoint.
 import { BedrockRuntimeClient, ConverseCommand, type ContentBlock, type Message as BedrockMessage, type Tool as BedrockTool } from '@aws-sdk/client-bedrock-runtime';
 import { NodeHttpHandler } from '@smithy/node-http-handler';
-import { answeredTranscript, classifyProviderError, isAbortError, networkError } from '../../resources/models/backendHelpers.js';
 import type { BackendOptions, FinishReason, GenerateInput, GenerateOutput, ModelBackend, ToolCall } from '../../resources/models/types.js';
 
 export const BEDROCK_DEFAULT_MODEL = 'anthropic.claude-3-5-sonnet-20240620-v1:0';
@@ -14,7 +13,7 @@ export function toBedrockMessages(input: GenerateInput): BedrockMessage[] {
     if (last && last.role === role) last.content!.push(...blocks);
     else out.push({ role, content: blocks });
   };
-  for (const m of answeredTranscript(input.messages)) {
+  for (const m of input.messages) {
     if (m.role === 'user') push('user', [{ text: m.content }]);
     else if (m.role === 'tool') push('user', [{ toolResult: { toolUseId: m.toolCallId, content: [{ text: m.content }], status: m.isError ? 'error' : 'success' } }]);
     else {
@@ -64,14 +63,14 @@ export class BedrockBackend implements ModelBackend {
         { abortSignal: signal }
       );
     } catch (error) {
-      if (isAbortError(error, signal)) throw error;
+      if (this.options.errors.isAbort(error, signal)) throw error;
       const e = error as AwsError;
       const status = e.$metadata?.httpStatusCode;
       if (status !== undefined && e.$fault) {
         // Classified from the SDK error; its raw message is not surfaced to the operator.
-        throw classifyProviderError('bedrock', { status, code: e.name, message: e.message }, { surfaceMessage: false, label: e.name });
+        throw this.options.errors.classify('bedrock', { status, code: e.name, message: e.message }, { surfaceMessage: false, label: e.name });
       }
-      throw networkError('bedrock', error, this.options.requestTimeoutMs);
+      throw this.options.errors.network('bedrock', error, this.options.requestTimeoutMs);
     }
     const usage = response.usage ? { inputTokens: response.usage.inputTokens ?? 0, outputTokens: response.usage.outputTokens ?? 0 } : undefined;
     let text = '';

@@ -1,5 +1,7 @@
-// Harper loads this sibling component (components/bedrock/config.yaml): it registers the Bedrock backend.
-import { Models } from '../../resources/models/models.js';
+// Harper loads this package as a component of the agent (the root config.yaml names it): it registers the
+// Bedrock backend in the agent's registry, a Map on globalThis that whichever of the two loads first creates.
+import type { BackendRegistration } from '../../resources/models/types.js';
 import { BEDROCK_DEFAULT_MODEL, BedrockBackend } from './backend.js';
 
-Models.register({ provider: 'bedrock', defaultModel: BEDROCK_DEFAULT_MODEL, create: (options) => new BedrockBackend(options) });
+const registry = ((globalThis as Record<symbol, unknown>)[Symbol.for('harper-agent.models')] ??= new Map()) as Map<string, BackendRegistration>;
+registry.set('bedrock', { provider: 'bedrock', defaultModel: BEDROCK_DEFAULT_MODEL, create: (options) => new BedrockBackend(options) });

@@ -2,15 +2,25 @@
 // OpenAI-compatible server (OPENAI_BASE_URL or agent.baseUrl).
 import OpenAI from 'openai';
 import type { ChatCompletionMessageParam, ChatCompletionTool } from 'openai/resources/chat/completions';
-import { answeredTranscript, classifyProviderError, isAbortError, networkError, parseToolArguments } from '../../resources/models/backendHelpers.js';
 import type { BackendOptions, FinishReason, GenerateInput, GenerateOutput, ModelBackend, ToolCall } from '../../resources/models/types.js';
+
+/** Parses a tool call's JSON arguments; a provider that sends text that is not a JSON object gets null. */
+export function parseToolArguments(text: string | undefined | null): Record<string, unknown> | null {
+  if (text === undefined || text === null || text.trim() === '') return {};
+  try {
+    const value = JSON.parse(text);
+    return value && typeof value === 'object' && !Array.isArray(value) ? value : null;
+  } catch {
+    return null;
+  }
+}
 
 export const OPENAI_DEFAULT_MODEL = 'gpt-4.1-mini';
 
 export function toOpenAIMessages(input: GenerateInput): ChatCompletionMessageParam[] {
   // The system prompt is the one leading system message; the transcript never carries another.
   const out: ChatCompletionMessageParam[] = [{ role: 'system', content: input.system }];
-  for (const m of answeredTranscript(input.messages)) {
+  for (const m of input.messages) {
     if (m.role === 'user') out.push({ role: 'user', content: m.content });
     else if (m.role === 'tool') out.push({ role: 'tool', tool_call_id: m.toolCallId, content: m.content });
     else if (m.toolCalls?.length) {
@@ -68,14 +78,14 @@ export class OpenAIBackend implements ModelBackend {
         { signal }
       );
     } catch (error) {
-      if (isAbortError(error, signal)) throw error;
+      if (this.options.errors.isAbort(error, signal)) throw error;
       if (error instanceof OpenAI.APIError && error.status !== undefined) {
-        throw classifyProviderError('openai', { status: error.status, code: error.code ?? undefined, type: error.type, message: errorMessage(error.message, this.lastErrorBody), body: this.lastErrorBody ?? error.error });
+        throw this.options.errors.classify('openai', { status: error.status, code: error.code ?? undefined, type: error.type, message: errorMessage(error.message, this.lastErrorBody), body: this.lastErrorBody ?? error.error });
       }
-      throw networkError('openai', error, this.options.requestTimeoutMs);
+      throw this.options.errors.network('openai', error, this.options.requestTimeoutMs);
     }
     const choice = completion.choices?.[0];
-    if (!choice) throw classifyProviderError('openai', { status: 200, message: 'the response had no choices' });
+    if (!choice) throw this.options.errors.classify('openai', { status: 200, message: 'the response had no choices' });
     const usage = completion.usage ? { inputTokens: completion.usage.prompt_tokens, outputTokens: completion.usage.completion_tokens } : undefined;
     const toolCalls: ToolCall[] = [];
     for (const call of choice.message.tool_calls ?? []) {

@@ -1,4 +1,4 @@
-import type { Message, ToolCall } from './types.js';
+import type { Message, ProviderErrors, ProviderFailure, ToolCall } from './types.js';
 
 // Provider-error classification, shared by every backend: one ModelError shape and one classifier that
 // decides whether a rejection means "the request is longer than the model's context window".
@@ -19,16 +19,6 @@ export class ModelError extends Error {
 
 export function isModelError(error: unknown): error is ModelError {
   return error instanceof Error && error.name === 'ModelError' && 'contextWindowExceeded' in error;
-}
-
-/** What a backend knows about a failed request, taken from its SDK's error. */
-export interface ProviderFailure {
-  status?: number;
-  code?: string;
-  type?: string;
-  message?: string;
-  /** The response body as the SDK gave it (object or text); searched for codes and wording too. */
-  body?: unknown;
 }
 
 /** The signals, checked in this order: structured codes, then wording, then the rate-limit veto. */
@@ -114,10 +104,6 @@ export function isAbortError(error: unknown, signal?: AbortSignal): boolean {
   return name === 'AbortError' || name === 'APIUserAbortError';
 }
 
-// ------------------------------------------------------------------------------------------------------------
-// Transcript helpers every backend maps from
-
-
 /**
  * The transcript as providers accept it: every tool call answered. A run cancelled (or cut off) between a model's
  * tool calls and their results leaves calls with no result; providers reject that, so each gets a stand-in result.
@@ -145,17 +131,6 @@ export function answeredTranscript(messages: readonly Message[]): Message[] {
   return out;
 }
 
-/** Parses a tool call's JSON arguments; a provider that sends text that is not a JSON object gets null. */
-export function parseToolArguments(text: string | undefined | null): Record<string, unknown> | null {
-  if (text === undefined || text === null || text.trim() === '') return {};
-  try {
-    const value = JSON.parse(text);
-    return value && typeof value === 'object' && !Array.isArray(value) ? value : null;
-  } catch {
-    return null;
-  }
-}
-
 /** A request that never reached the provider: timeout, refused connection, reset. */
 export function networkError(provider: string, error: unknown, timeoutMs: number): ModelError {
   const e = error as { name?: string; message?: string; cause?: { code?: string; message?: string } };
@@ -163,3 +138,11 @@ export function networkError(provider: string, error: unknown, timeoutMs: number
   const detail = timedOut ? `no answer within agent.requestTimeoutMs (${timeoutMs} ms)` : `${e.cause?.code ?? e.cause?.message ?? e.message ?? 'connection failed'}`;
   return new ModelError(`${provider} request failed: ${detail}. Check that the provider endpoint is reachable${timedOut ? ', or raise agent.requestTimeoutMs' : ''}.`, provider, undefined, false);
 }
+
+/** The seam handed to every backend (BackendOptions.errors): the same classifier for every provider package. */
+export const providerErrors: ProviderErrors = {
+  classify: classifyProviderError,
+  network: networkError,
+  contextWindow: (provider, message, code) => new ModelError(message, provider, 400, true, code),
+  isAbort: isAbortError,
+};

@@ -1,0 +1,113 @@
+// The contract between the agent and its model backends: the transcript shape, the one backend interface, and what
+// a backend is handed (its options and the agent's provider-error classifier). Declarations only: a backend package
+// (components/<provider>) compiles against this file and imports nothing of the agent at run time, so it works
+// whether npm links it into node_modules or copies it there (a packed tarball). See DESIGN.md "Backends as packages".
+
+export interface ToolCall {
+  id: string;
+  name: string;
+  arguments: Record<string, unknown>;
+}
+
+export type Message =
+  | { role: 'user'; content: string; at?: number }
+  | { role: 'assistant'; content: string; toolCalls?: ToolCall[]; at?: number }
+  | {
+      role: 'tool';
+      toolCallId: string;
+      name: string;
+      content: string;
+      isError?: boolean;
+      /** 'cap': cut to agent.maxToolResultBytes when stored; 'context': cut after a context-window rejection. */
+      cut?: 'cap' | 'context';
+      at?: number;
+    };
+
+export type ToolMessage = Extract<Message, { role: 'tool' }>;
+
+export interface ToolSpec {
+  name: string;
+  description: string;
+  parameters: Record<string, unknown>;
+}
+
+export interface GenerateInput {
+  /** The system prompt. Backends send it once, in the provider's own system slot, never as a message. */
+  system: string;
+  messages: Message[];
+  tools: ToolSpec[];
+  model: string;
+  maxTokens: number;
+}
+
+export type FinishReason = 'stop' | 'tool_calls' | 'length' | 'content_filter' | 'invalid_tool_call';
+
+export interface Usage {
+  inputTokens: number;
+  outputTokens: number;
+}
+
+export interface GenerateOutput {
+  text: string;
+  toolCalls: ToolCall[];
+  finishReason: FinishReason;
+  usage?: Usage;
+  /** Set with finishReason 'invalid_tool_call': what could not be parsed. */
+  detail?: string;
+}
+
+export interface ModelBackend {
+  readonly provider: string;
+  generate(input: GenerateInput, signal: AbortSignal): Promise<GenerateOutput>;
+}
+
+/** What a backend factory receives: the agent config in force, and the agent's provider-error seam. */
+export interface BackendOptions {
+  model?: string;
+  apiKey?: string;
+  baseUrl?: string;
+  region?: string;
+  requestTimeoutMs: number;
+  maxRetries: number;
+  errors: ProviderErrors;
+}
+
+/** What a backend knows about a failed request, taken from its SDK's error. */
+export interface ProviderFailure {
+  status?: number;
+  code?: string;
+  type?: string;
+  message?: string;
+  /** The response body as the SDK gave it (object or text); searched for codes and wording too. */
+  body?: unknown;
+}
+
+/** An error the loop reads: it never reads provider wording, only these fields. */
+export interface ModelErrorShape extends Error {
+  readonly provider: string;
+  readonly status: number | undefined;
+  readonly contextWindowExceeded: boolean;
+  readonly code?: string;
+}
+
+/**
+ * The agent's one provider-error seam (resources/models/backendHelpers.ts), handed to every backend so that every
+ * provider error passes the same classifier, whichever package the backend came from.
+ */
+export interface ProviderErrors {
+  /** `surfaceMessage: false` keeps the provider's raw wording out of the message (Bedrock). */
+  classify(provider: string, failure: ProviderFailure, options?: { surfaceMessage?: boolean; label?: string }): ModelErrorShape;
+  /** A request that never reached the provider: timeout, refused connection, reset. */
+  network(provider: string, error: unknown, timeoutMs: number): ModelErrorShape;
+  /** The provider itself said the conversation no longer fits (e.g. a stop reason), without an HTTP error. */
+  contextWindow(provider: string, message: string, code: string): ModelErrorShape;
+  /** An abort is not a provider failure: the caller cancelled. */
+  isAbort(error: unknown, signal?: AbortSignal): boolean;
+}
+
+/** What a backend registers: resources/models/models.ts keeps these in a Map on globalThis under REGISTRY_KEY. */
+export interface BackendRegistration {
+  provider: string;
+  defaultModel: string;
+  create(options: BackendOptions): ModelBackend;
+}
