@@ -1,5 +1,6 @@
 // The component's entry, loaded by Harper (config.yaml jsResource): reads agent.* config, fixes the tool scopes,
 // registers the embedded backend, serves the agent's operations on the operations API port and the admin page at /agent/.
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parentPort } from 'node:worker_threads';
@@ -28,6 +29,7 @@ interface HarperGlobals {
 const { server, databases, logger } = globalThis as unknown as HarperGlobals;
 
 const harper = server.config;
+const PACKAGE = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
 const rootPath: string = harper.rootPath;
 const warn = (m: string) => logger.warn(m);
 // The boot config, with set_agent_config's persisted changes over it once they are read (before any operation is
@@ -56,6 +58,8 @@ const operations = afterReady(createOperations({
   limits: new ContextLimits(() => databases.agent?.AgentContextLimit as unknown as LimitTable | undefined),
   config: () => configs.current(),
   changeConfig: (change, user) => configs.set(change, user),
+  persistedConfig: () => configs.persisted(),
+  instance: { version: PACKAGE.version, startedAt: new Date().toISOString() },
   log: (m) => logger.warn(m),
 }));
 

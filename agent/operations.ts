@@ -1,6 +1,7 @@
 // The agent's operations, answered on Harper's operations API (agent/http.ts routes them here). Each is its input
 // schema and its handler; errors carry the HTTP status the operator gets.
 import AjvModule from 'ajv';
+import { threadId } from 'node:worker_threads';
 import { publicConfig } from './agent.js';
 import { ConfigChangeError, type ConfigChangeResult } from './configStore.js';
 import { contextBudget, estimateTokens } from './contextBudget.js';
@@ -20,6 +21,10 @@ export class HttpError extends Error {
 export interface OperationsDeps extends LoopDeps {
   /** Persists a set_agent_config change and puts it in force (agent/configStore.ts). */
   changeConfig(change: Record<string, unknown>, user: string | null): Promise<ConfigChangeResult>;
+  /** set_agent_config's changes in force (the API key as "(set)"). */
+  persistedConfig(): Record<string, unknown>;
+  /** This component's version and when this thread loaded it. */
+  instance: { version: string; startedAt: string };
 }
 
 export interface User {
@@ -144,6 +149,23 @@ export function createOperations(deps: OperationsDeps): Record<string, Operation
         });
         startRun(deps, id, runner, { toolCallId, approved: input.approved as boolean });
         return { session_id: id, status: 'running', approved: input.approved, messageIndex: session.messages.length };
+      },
+    },
+
+    get_agent_status: {
+      // Which backends registered, which thread answered and the config in force there: what an operator checks after
+      // a deploy, an upgrade or a restart.
+      schema: object({}),
+      async handle() {
+        return {
+          version: deps.instance.version,
+          providers: Models.providers(),
+          pid: process.pid,
+          threadId,
+          startedAt: deps.instance.startedAt,
+          config: publicConfig(deps.config()),
+          persisted: deps.persistedConfig(),
+        };
       },
     },
 

@@ -151,9 +151,14 @@ export function transcript(s: { session_id: string; status: string; provider: st
   return out.join('\n');
 }
 
-export function configLines(config: Record<string, unknown>): string {
-  return Object.keys(config)
+export function configLines(answer: Record<string, unknown>): string {
+  const { persisted, ...config } = answer;
+  const lines = Object.keys(config)
     .sort()
-    .map((k) => `${k} = ${JSON.stringify(config[k])}`)
-    .join('\n');
+    .map((k) => `${k} = ${JSON.stringify(config[k])}`);
+  if (persisted && typeof persisted === 'object') {
+    const stored = Object.entries(persisted).map(([k, v]) => (v === null ? `${k} (taken back)` : `${k} = ${JSON.stringify(v)}`));
+    lines.push(`stored in agent.AgentSetting: ${stored.join(', ')}`);
+  }
+  return lines.join('\n');
 }

@@ -156,13 +156,13 @@ describe('harper-agent CLI against a real Harper', function () {
     expect(shown.stdout.split('\n')).to.include('maxToolResultBytes = 65536');
     const set = await runCli(['config', 'maxTurns=7', 'autoApprove=false']);
     expect(set.code, set.stderr).to.equal(0);
-    expect(set.stdout.split('\n')).to.include.members(['maxTurns = 7', 'autoApprove = false']);
+    expect(set.stdout.split('\n')).to.include.members(['maxTurns = 7', 'autoApprove = false', 'stored in agent.AgentSetting: maxTurns = 7, autoApprove = false']);
     expect((await suite.h.op({ operation: 'get_agent_config' })).body.maxTurns).to.equal(7);
     const bad = await runCli(['config', 'maxToolResultBytes=1023']);
     expect(bad.code).to.equal(7);
     expect(bad.stderr).to.match(/^harper-agent: 400: .*maxToolResultBytes/);
     expect((await suite.h.op({ operation: 'get_agent_config' })).body.maxToolResultBytes).to.equal(65536);
-    await runCli(['config', 'maxTurns=50']);
+    expect((await runCli(['config', 'maxTurns=null'])).stdout.split('\n')).to.include.members(['maxTurns = 50', 'stored in agent.AgentSetting: maxTurns (taken back)']);
   });
 
   it('says what went wrong and what to do: connection refused, 401, 403, 404, 409, usage', async () => {

@@ -1,6 +1,7 @@
 // The integration harness: boots the real Harper with the built component on free ports in a temp root, drives
 // the operations API over HTTP, and stops Harper by PID. Every integration test goes through it.
 import { mkdtempSync, rmSync } from 'node:fs';
+import { request as httpRequest } from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { freePort, startHarper, type HarperOptions, type RunningHarper } from '../scripts/harper.js';
@@ -38,6 +39,61 @@ export class TestHarper {
       // not JSON: keep the text
     }
     return { status: res.status, body: parsed as T };
+  }
+
+  /** One operation on a connection of its own: Harper hands each new connection to a worker thread, so a series of
+   * these reaches every thread (fetch keeps one connection, and so one thread). */
+  opOnNewConnection<T = any>(body: unknown): Promise<OpResult<T>> {
+    const { username, password } = this.harper.admin;
+    const payload = JSON.stringify(body);
+    return new Promise((resolve, reject) => {
+      const req = httpRequest(this.harper.opsUrl, { method: 'POST', agent: false, auth: `${username}:${password}`, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) } }, (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => {
+          const text = Buffer.concat(chunks).toString('utf8');
+          let parsed: unknown = text;
+          try {
+            parsed = JSON.parse(text);
+          } catch {
+            // not JSON: keep the text
+          }
+          resolve({ status: res.statusCode ?? 0, body: parsed as T });
+        });
+      });
+      req.on('error', reject);
+      req.end(payload);
+    });
+  }
+
+  /** get_agent_status from each worker thread: batches of requests at once, each on a new connection (Harper hands
+   * an idle instance's connections to its least busy thread), until `threads` have answered. */
+  async statusPerThread(threads: number, batches = 20): Promise<Map<number, any>> {
+    const seen = new Map<number, any>();
+    for (let i = 0; i < batches && seen.size < threads; i++) {
+      for (const r of await Promise.all(Array.from({ length: 8 }, () => this.opOnNewConnection<{ threadId: number }>({ operation: 'get_agent_status' })))) {
+        if (r.status !== 200) throw new Error(`get_agent_status ${r.status}: ${JSON.stringify(r.body)}`);
+        seen.set(r.body.threadId, r.body);
+      }
+    }
+    return seen;
+  }
+
+  /**
+   * After a deploy or a restart: waits until `threads` worker threads answer get_agent_status, each loaded after
+   * `since` (a deploy answers before Harper replaces its threads, one at a time). Returns one thread's status.
+   */
+  async waitForAgent(since: number, threads = 1, timeoutMs = 120_000): Promise<any> {
+    const deadline = Date.now() + timeoutMs;
+    let last: unknown;
+    while (Date.now() < deadline) {
+      const statuses = await this.statusPerThread(threads, 4).catch((error) => (last = String(error), new Map()));
+      const fresh = [...statuses.values()].filter((s) => Date.parse(s.startedAt) >= since);
+      if (statuses.size) last = [...statuses.values()];
+      if (statuses.size === threads && fresh.length === threads) return fresh[0];
+      await new Promise((res) => setTimeout(res, 250));
+    }
+    throw new Error(`${threads} thread(s) loaded after ${new Date(since).toISOString()} did not answer within ${timeoutMs} ms; last: ${JSON.stringify(last)}`);
   }
 
   /** Polls get_agent_session until its status is not running (or one of `until`). */

@@ -13,7 +13,7 @@ import { calls, harness, text, type Harness } from './helpers.js';
 
 const user = { username: 'admin', role: { permission: { super_user: true } } };
 async function prompt(h: Harness, message: string, session_id?: string) {
-  const ops = createOperations({ ...h.deps, changeConfig: () => Promise.reject(new Error('no config store in this test')) });
+  const ops = createOperations({ ...h.deps, changeConfig: () => Promise.reject(new Error('no config store in this test')), persistedConfig: () => ({}), instance: { version: 'test', startedAt: new Date(0).toISOString() } });
   const r = (await ops.agent_prompt.handle({ message, ...(session_id ? { session_id } : {}) }, user)) as { session_id: string };
   await activeRun(r.session_id)?.done;
   return (await h.store.get(r.session_id))!;

@@ -14,7 +14,7 @@ import { calls, harness, text, type Harness, type Step } from './helpers.js';
 const user = { username: 'admin', role: { permission: { super_user: true } } };
 
 function ops(h: Harness) {
-  return createOperations({ ...h.deps, changeConfig: () => Promise.reject(new Error('no config store in this test')) });
+  return createOperations({ ...h.deps, changeConfig: () => Promise.reject(new Error('no config store in this test')), persistedConfig: () => ({}), instance: { version: 'test', startedAt: new Date(0).toISOString() } });
 }
 
 async function prompt(h: Harness, message: string, session_id?: string): Promise<Session> {
