@@ -55,7 +55,8 @@ export class ConfigStore {
 
   /** Reads every persisted change again and applies it over the boot config. */
   reload(): Promise<void> {
-    this.reloading = this.reloading.then(async () => {
+    // Chained after the previous reload whatever its outcome: one failed read must not stop every later one.
+    this.reloading = this.reloading.catch(() => undefined).then(async () => {
       const table = this.table();
       if (!table) return;
       const changes: Record<string, unknown> = {};

@@ -140,6 +140,22 @@ describe('agent config', () => {
       expect(b.current().maxTurns).to.equal(77);
     });
 
+    it('a failed read does not stop later reloads', async () => {
+      const table = new MemorySettings();
+      table.rows.set('maxTurns', { key: 'maxTurns', value: 77 });
+      const search = table.search.bind(table);
+      let fail = true;
+      table.search = async function* () {
+        if (fail) throw new Error('table not ready');
+        yield* search();
+      };
+      const a = new ConfigStore(base(), () => table, () => undefined);
+      expect(await a.reload().then(() => 'read', (e: Error) => e.message)).to.equal('table not ready');
+      fail = false;
+      await a.reload();
+      expect(a.current().maxTurns).to.equal(77);
+    });
+
     it('skips a stored value the schema no longer accepts, naming it', async () => {
       const table = new MemorySettings();
       table.rows.set('maxToolResultBytes', { key: 'maxToolResultBytes', value: 12 });
