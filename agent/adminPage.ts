@@ -73,7 +73,7 @@ export function adminListener(deps: AdminDeps) {
       const input = await readJsonBody(request);
       const name = input.operation;
       if (typeof name !== 'string' || !Object.hasOwn(deps.operations, name)) throw new HttpError(404, `${JSON.stringify(name)} is not an agent operation (${Object.keys(deps.operations).join(', ')})`);
-      return answerOperation(deps.operations, name, input, request.user, deps.log);
+      return answerOperation(deps.operations, name, input, request, deps.log);
     }
     if (method !== 'GET' && method !== 'HEAD') throw new HttpError(405, `${method} is not served under ${ADMIN_PATH}`);
     if (rest === 'api/sessions/events') {

@@ -9,6 +9,7 @@ import { Models } from '../resources/models/models.js';
 import { adminListener } from './adminPage.js';
 import { loadAgentConfig } from './agent.js';
 import { ConfigStore, type SettingTable } from './configStore.js';
+import { Cluster, harperNodeName, operationsUrl, type NodeTable } from './cluster.js';
 import { ContextLimits, type LimitTable } from './contextBudget.js';
 import { operationsListener } from './http.js';
 import { recoverInterruptedRuns } from './loop.js';
@@ -48,8 +49,18 @@ const scopes: Scopes = {
 };
 
 Models.register(localBackend);
+const network = harper.operationsApi?.network ?? {};
+const port = network.port ?? undefined;
+const securePort = port ? undefined : network.securePort;
+const node = harperNodeName(harper);
+const cluster = new Cluster(node, operationsUrl(node, { port, securePort }), () => databases.agent?.AgentNode as unknown as NodeTable | undefined);
+cluster.announce(PACKAGE.version).catch((error) => warn(`harper-agent: could not record this node in agent.AgentNode: ${error}`));
 const sessionTable = () => databases.agent!.AgentSession;
-const store = new SessionStore(() => sessionTable() as unknown as SessionTable);
+const store = new SessionStore({
+  sessions: () => sessionTable() as unknown as SessionTable,
+  messages: () => databases.agent!.AgentMessage as unknown as SessionTable,
+  node,
+});
 const operations = afterReady(createOperations({
   store,
   tools: createToolRegistry(defaultTools),
@@ -60,6 +71,7 @@ const operations = afterReady(createOperations({
   changeConfig: (change, user) => configs.set(change, user),
   persistedConfig: () => configs.persisted(),
   instance: { version: PACKAGE.version, startedAt: new Date().toISOString() },
+  cluster,
   log: (m) => logger.warn(m),
 }));
 
@@ -67,14 +79,11 @@ const operations = afterReady(createOperations({
 function afterReady(ops: ReturnType<typeof createOperations>): ReturnType<typeof createOperations> {
   const wrapped: ReturnType<typeof createOperations> = {};
   for (const [name, op] of Object.entries(ops)) {
-    wrapped[name] = { schema: op.schema, handle: async (input, user) => (await ready, op.handle(input, user)) };
+    wrapped[name] = { schema: op.schema, handle: async (input, user, via) => (await ready, op.handle(input, user, via)) };
   }
   return wrapped;
 }
 
-const network = harper.operationsApi?.network ?? {};
-const port = network.port ?? undefined;
-const securePort = port ? undefined : network.securePort;
 server.http(operationsListener(operations, (m) => logger.error(m)), { port, securePort });
 
 // The admin page on Harper's HTTP port; on the operations port too, where the CLI follows a run's events.

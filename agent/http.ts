@@ -2,6 +2,7 @@
 // agent's operations, and hands every other request to Harper untouched (the peeked bytes are put back).
 import type { Readable } from 'node:stream';
 import { errorInfo } from '../resources/models/agentLoop.js';
+import { FORWARDED_HEADER, type Via } from './cluster.js';
 import { checkInput, HttpError, type User } from './operations.js';
 
 /** Largest body an agent operation accepts; larger bodies are peeked only far enough to answer 413. */
@@ -25,7 +26,7 @@ export interface HarperResponse {
   body: string | Readable;
 }
 
-export type Operations = Record<string, { schema: Record<string, unknown>; handle(input: Record<string, unknown>, user: User): Promise<unknown> }>;
+export type Operations = Record<string, { schema: Record<string, unknown>; handle(input: Record<string, unknown>, user: User, via?: Via): Promise<unknown> }>;
 
 export function header(request: HarperRequest, name: string): string | undefined {
   const value = request.headers.get ? request.headers.get(name) : (request.headers[name] as string | undefined);
@@ -67,12 +68,15 @@ export function authorize(user: User | undefined, what: string): User {
 }
 
 /** Runs one agent operation for `user`: the one path from a request body to an answer, for every port. */
-export async function answerOperation(operations: Operations, name: string, input: Record<string, unknown>, user: User | undefined, log: (message: string) => void): Promise<HarperResponse> {
+export async function answerOperation(operations: Operations, name: string, input: Record<string, unknown>, request: HarperRequest, log: (message: string) => void): Promise<HarperResponse> {
+  const user = request.user;
+  // What an operation sent on to the node that owns its session carries: the caller's credentials.
+  const via: Via = { authorization: header(request, 'authorization'), forwardedBy: header(request, FORWARDED_HEADER) };
   const op = operations[name]!;
   try {
     const who = authorize(user, name);
     checkInput(op, input);
-    return json(200, await op.handle(input, who));
+    return json(200, await op.handle(input, who, via));
   } catch (error) {
     if (error instanceof HttpError) return json(error.status, { error: error.message });
     log(`harper-agent: ${name} failed: ${errorInfo(error)}`);
@@ -111,6 +115,6 @@ export function operationsListener(operations: Operations, log: (message: string
       stream.unshift(peek);
       return next(request);
     }
-    return answerOperation(operations, name, input as Record<string, unknown>, request.user, log);
+    return answerOperation(operations, name, input as Record<string, unknown>, request, log);
   };
 }

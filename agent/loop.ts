@@ -9,7 +9,7 @@ import { Models } from '../resources/models/models.js';
 import type { GenerateOutput, Message, ModelBackend, ToolCall, ToolMessage } from '../resources/models/types.js';
 import type { AgentConfig } from './agent.js';
 import { contextBudget, estimateTokens, type ContextLimits } from './contextBudget.js';
-import { RunSupersededError, type RunGuard, type Session, type SessionStore } from './session.js';
+import { RunSupersededError, type RunGuard, type Session, type SessionHeader, type SessionStore } from './session.js';
 import { SYSTEM_PROMPT } from './systemPrompt.js';
 import type { ToolRegistry } from './tools/index.js';
 import type { Scopes } from './tools/scopes.js';
@@ -112,14 +112,20 @@ async function callModel(deps: LoopDeps, session: Session, req: TurnRequest): Pr
   return out;
 }
 
+/** A model's answer and the session as it was sent. */
+export interface Turn {
+  out: GenerateOutput;
+  sent: Session;
+}
+
 /**
  * One model call. A context-window rejection (or a silent overflow) cuts the newest group of large tool results to
  * 2 KiB heads (persisted) and retries once; nothing left to cut, or a second rejection, ends the run with what to do.
  */
-export async function generateTurn(deps: LoopDeps, id: string, req: TurnRequest): Promise<GenerateOutput> {
+export async function generateTurn(deps: LoopDeps, id: string, req: TurnRequest): Promise<Turn> {
   const { session, estimate } = await fitBudget(deps, id, req);
   try {
-    return await callModel(deps, session, req);
+    return { out: await callModel(deps, session, req), sent: session };
   } catch (error) {
     if (!isModelError(error) || !error.contextWindowExceeded || req.signal.aborted) throw error;
     // The estimate let this request through and the provider still rejected it: remember the size that failed.
@@ -134,7 +140,7 @@ export async function generateTurn(deps: LoopDeps, id: string, req: TurnRequest)
     if (req.signal.aborted) throw new DOMException('cancelled', 'AbortError');
     const shrunk = (await deps.store.get(id))!;
     try {
-      return await callModel(deps, shrunk, req);
+      return { out: await callModel(deps, shrunk, req), sent: shrunk };
     } catch (retryError) {
       if (isModelError(retryError) && retryError.contextWindowExceeded && !req.signal.aborted) {
         throw new RunError(
@@ -178,13 +184,14 @@ interface ActiveRun {
 
 const active = new Map<string, ActiveRun>();
 
-export function newRunner(): string {
-  return `${process.pid}:${threadId}:${randomUUID()}`;
+/** A run's token: the node and process that run it, so a restart's recovery on one node never ends another's. */
+export function newRunner(node: string | null): string {
+  return `${node ?? ''}:${process.pid}:${threadId}:${randomUUID()}`;
 }
 
-/** Is a runner token from this process (so its run may still be alive), as opposed to one cut off by a restart? */
-export function runnerIsFromThisProcess(runner: string | null): boolean {
-  return !!runner && runner.startsWith(`${process.pid}:`);
+/** Is a runner token from this node's current process (so its run may still be alive)? */
+export function runnerIsFromThisProcess(runner: string | null, node: string | null): boolean {
+  return !!runner && runner.startsWith(`${node ?? ''}:${process.pid}:`);
 }
 
 export function activeRun(id: string): ActiveRun | undefined {
@@ -204,6 +211,10 @@ export function unansweredToolCalls(messages: readonly Message[]): ToolCall[] {
   return [];
 }
 
+function userMessages(messages: readonly Message[]): number {
+  return messages.filter((m) => m.role === 'user').length;
+}
+
 function modelCallsSincePrompt(messages: readonly Message[]): number {
   let n = 0;
   for (let i = messages.length - 1; i >= 0 && messages[i]!.role !== 'user'; i--) if (messages[i]!.role === 'assistant') n++;
@@ -219,11 +230,37 @@ export interface Resume {
 export function startRun(deps: LoopDeps, id: string, runner: string, resume?: Resume): ActiveRun {
   const controller = new AbortController();
   const run: ActiveRun = { controller, runner, done: Promise.resolve() };
-  run.done = runSession(deps, id, { runner }, controller.signal, resume).finally(() => {
-    if (active.get(id) === run) active.delete(id);
+  // A cancel answered by another worker thread writes the row; its event reaches this thread at once and stops the
+  // run here, between writes as well as inside a model or tool call.
+  const unwatch = deps.store.watch(id, (header) => {
+    if (header.status !== 'running' || header.runner !== runner) controller.abort();
   });
+  run.done = runSession(deps, id, { runner }, controller.signal, resume)
+    .finally(() => unwatch.then((close) => close()))
+    .then(() => (controller.signal.aborted ? reassertCancel(deps, id, runner) : undefined))
+    .catch((error) => deps.log?.(`harper-agent: session ${id}: ${errorInfo(error)}`))
+    .finally(() => {
+      if (active.get(id) === run) active.delete(id);
+    });
   active.set(id, run);
   return run;
+}
+
+/**
+ * After a cancelled run stops: if a write of its own, in flight while the cancel landed, put the row back to running
+ * under its token (rows are last-writer-wins across threads), the cancel is written again, so nothing stays running.
+ */
+async function reassertCancel(deps: LoopDeps, id: string, runner: string): Promise<void> {
+  const stillMine = (s: SessionHeader) => s.status === 'running' && s.runner === runner;
+  const header = await deps.store.header(id);
+  if (!header || !stillMine(header)) return;
+  await deps.store.mutate(id, (s) => {
+    if (!stillMine(s)) return;
+    s.status = 'aborted';
+    s.lastError = 'Cancelled with cancel_agent_run.';
+    s.runner = null;
+    s.pendingApprovals = [];
+  });
 }
 
 function cutShort(out: GenerateOutput, config: AgentConfig): string | null {
@@ -237,6 +274,12 @@ function cutShort(out: GenerateOutput, config: AgentConfig): string | null {
   }
   if (!out.text.trim() && out.toolCalls.length === 0) return 'The model returned an empty answer. Send the prompt again, or rephrase it.';
   return null;
+}
+
+/** Appends a run's messages and keeps its own copy of the transcript in step (the run is the session's only writer). */
+async function appendToRun(deps: LoopDeps, session: Session, messages: Message[], guard: RunGuard): Promise<void> {
+  await deps.store.append(session.session_id, messages, guard);
+  session.messages.push(...messages);
 }
 
 async function runSession(deps: LoopDeps, id: string, guard: RunGuard, signal: AbortSignal, resume?: Resume): Promise<void> {
@@ -290,14 +333,14 @@ async function runSession(deps: LoopDeps, id: string, guard: RunGuard, signal: A
             observation = await invokeTool(deps.tools, call, ctx);
           }
           if (signal.aborted) return;
-          session = await deps.store.append(id, [observation], guard);
+          await appendToRun(deps, session, [observation], guard);
         }
         continue;
       }
       if (modelCallsSincePrompt(session.messages) >= config.maxTurns) {
         throw new RunError(`The run reached agent.maxTurns (${config.maxTurns}) model calls before the model answered. Raise agent.maxTurns, or ask for less in one prompt.`);
       }
-      const out = await generateTurn(deps, id, req);
+      const { out, sent } = await generateTurn(deps, id, req);
       if (signal.aborted) return;
       const problem = cutShort(out, config);
       if (problem) return await finish('error', problem);
@@ -305,20 +348,27 @@ async function runSession(deps: LoopDeps, id: string, guard: RunGuard, signal: A
       if (out.toolCalls.length) message.toolCalls = out.toolCalls;
       if (out.toolCalls.length === 0) {
         if (signal.aborted) return;
+        // Two threads that accepted a prompt at once both keep theirs; the run that owns the session answers again
+        // if a prompt landed after the transcript it sent.
+        if (userMessages(((await deps.store.get(id))!).messages) > userMessages(sent.messages)) {
+          await deps.store.append(id, [message], guard);
+          session = (await deps.store.get(id))!;
+          continue;
+        }
         // The answer and 'completed' in one write: a cancel cannot land between them.
         await deps.store.mutate(
           id,
           (s) => {
-            s.messages.push({ ...message, at: Date.now() });
             s.status = 'completed';
             s.lastError = null;
             s.runner = null;
+            return [message];
           },
           guard
         );
         return;
       }
-      session = await deps.store.append(id, [message], guard);
+      await appendToRun(deps, session, [message], guard);
     }
   } catch (error) {
     if (error instanceof RunSupersededError || isAbortError(error, signal)) return;
@@ -327,14 +377,16 @@ async function runSession(deps: LoopDeps, id: string, guard: RunGuard, signal: A
   }
 }
 
-/** Marks runs that a restart cut off (their runner is from another process) as error, so none stays running. */
+/** Marks this node's runs that a restart cut off (their runner is from another process of this node) as error, so
+ * none stays running. Runs owned by other nodes are theirs to recover. */
 export async function recoverInterruptedRuns(store: SessionStore): Promise<number> {
   let recovered = 0;
+  const interrupted = (s: SessionHeader) => s.status === 'running' && (s.node ?? store.node) === store.node && !runnerIsFromThisProcess(s.runner, store.node);
   for (const s of await store.list(Number.MAX_SAFE_INTEGER)) {
-    if (s.status !== 'running' || runnerIsFromThisProcess(s.runner)) continue;
+    if (!interrupted(s)) continue;
     await store
       .mutate(s.session_id, (row) => {
-        if (row.status !== 'running' || runnerIsFromThisProcess(row.runner)) return;
+        if (!interrupted(row)) return;
         row.status = 'error';
         row.lastError = 'The run was interrupted by a Harper restart. Send a new prompt to continue the session.';
         row.runner = null;

@@ -8,7 +8,8 @@ import { contextBudget, estimateTokens } from './contextBudget.js';
 import { SYSTEM_PROMPT } from './systemPrompt.js';
 import { activeRun, newRunner, startRun, type LoopDeps } from './loop.js';
 import { Models } from '../resources/models/models.js';
-import { sessionBytes, sessionSummary, SessionNotFoundError, type Session } from './session.js';
+import { sessionSummary, SessionNotFoundError, type SessionHeader } from './session.js';
+import type { Cluster, Via } from './cluster.js';
 
 const Ajv = AjvModule.default ?? AjvModule;
 
@@ -25,6 +26,8 @@ export interface OperationsDeps extends LoopDeps {
   persistedConfig(): Record<string, unknown>;
   /** This component's version and when this thread loaded it. */
   instance: { version: string; startedAt: string };
+  /** This node, and the way to the node that owns a session (absent in unit tests: every session is local). */
+  cluster?: Cluster;
 }
 
 export interface User {
@@ -38,30 +41,35 @@ const sessionId = { type: 'string', minLength: 1, maxLength: 128, pattern: '^[A-
 
 interface Operation {
   schema: Record<string, unknown>;
-  handle(input: Record<string, unknown>, user: User): Promise<unknown>;
+  handle(input: Record<string, unknown>, user: User, via?: Via): Promise<unknown>;
 }
 
 function object(properties: Record<string, unknown>, required: string[] = []) {
   return { type: 'object', properties: { operation: { type: 'string' }, ...properties }, required, additionalProperties: false };
 }
 
-function sessionView(s: Session) {
-  return { ...s, messageCount: s.messages.length, bytes: sessionBytes(s) };
-}
-
 
 export function createOperations(deps: OperationsDeps): Record<string, Operation> {
   const { store } = deps;
+  const node = deps.cluster?.node ?? null;
   const mustGet = async (id: string) => {
     const s = await store.get(id);
     if (!s) throw new HttpError(404, `session ${JSON.stringify(id)} not found`);
     return s;
   };
+  /** The session's row, or 404. */
+  const mustGetHeader = async (id: string) => {
+    const s = await store.header(id);
+    if (!s) throw new HttpError(404, `session ${JSON.stringify(id)} not found`);
+    return s;
+  };
+  /** A session another node owns is run, cancelled and approved there: the operation goes to that node. */
+  const ownedElsewhere = (s: SessionHeader) => !!deps.cluster && !!s.node && s.node !== node;
 
   return {
     agent_prompt: {
       schema: object({ message: { type: 'string', minLength: 1 }, session_id: sessionId }, ['message']),
-      async handle(input, user) {
+      async handle(input, user, via = {}) {
         const message = input.message as string;
         const bytes = Buffer.byteLength(message);
         if (bytes > MAX_MESSAGE_BYTES) throw new HttpError(413, `message is ${bytes} bytes; agent_prompt accepts at most ${MAX_MESSAGE_BYTES}`);
@@ -70,19 +78,24 @@ export function createOperations(deps: OperationsDeps): Record<string, Operation
         if (!registration) {
           throw new HttpError(503, `agent.provider ${JSON.stringify(config.provider)} is not registered (available: ${Models.providers().join(', ')}); set agent.provider with set_agent_config`);
         }
+        if (input.session_id !== undefined) {
+          const existing = await mustGetHeader(input.session_id as string);
+          if (ownedElsewhere(existing)) return deps.cluster!.forward(existing.node!, input, via);
+        }
         const id = (input.session_id as string | undefined) ?? (await store.create({ user: user.username ?? null, provider: config.provider, model: config.model ?? registration.defaultModel })).session_id;
-        const runner = newRunner();
+        const runner = newRunner(node);
         const session = await store
           .mutate(id, (s) => {
             if (s.status === 'running' || s.status === 'awaiting_approval') {
-              throw new HttpError(409, `session ${id} is ${s.status}: wait for it to finish${s.status === 'awaiting_approval' ? ', answer its approval' : ''} or cancel it with cancel_agent_run`);
+              throw new HttpError(409, `session ${id} is ${s.status}${s.node && s.node !== node ? ` on node ${s.node}` : ''}: wait for it to finish${s.status === 'awaiting_approval' ? ', answer its approval' : ''} or cancel it with cancel_agent_run`);
             }
-            s.messages.push({ role: 'user', content: message, at: Date.now() });
             s.status = 'running';
             s.lastError = null;
             s.runner = runner;
+            s.node ??= node;
             s.provider = config.provider;
             s.model = config.model ?? registration.defaultModel;
+            return [{ role: 'user', content: message }];
           })
           .catch((error) => {
             if (error instanceof SessionNotFoundError) throw new HttpError(404, error.message);
@@ -90,7 +103,7 @@ export function createOperations(deps: OperationsDeps): Record<string, Operation
           });
         startRun(deps, id, runner);
         // messageIndex: where this prompt's messages start, so a follower (the CLI) can ask for just those.
-        return { session_id: id, status: 'running', messageIndex: session.messages.length - 1 };
+        return { session_id: id, status: 'running', messageIndex: session.messageCount - 1, node: session.node };
       },
     },
 
@@ -102,7 +115,7 @@ export function createOperations(deps: OperationsDeps): Record<string, Operation
         const model = s.model ?? '';
         const budget = await contextBudget(deps.config(), s.provider, model, deps.limits);
         const estimatedContextTokens = estimateTokens({ system: SYSTEM_PROMPT, tools: deps.tools.specs(), messages: s.messages });
-        return { ...sessionView(s), estimatedContextTokens, contextBudget: budget };
+        return { ...s, estimatedContextTokens, contextBudget: budget };
       },
     },
 
@@ -115,9 +128,10 @@ export function createOperations(deps: OperationsDeps): Record<string, Operation
 
     cancel_agent_run: {
       schema: object({ session_id: sessionId }, ['session_id']),
-      async handle(input) {
+      async handle(input, _user, via = {}) {
         const id = input.session_id as string;
-        await mustGet(id);
+        const existing = await mustGetHeader(id);
+        if (ownedElsewhere(existing)) return deps.cluster!.forward(existing.node!, input, via);
         const session = await store.mutate(id, (s) => {
           if (s.status !== 'running' && s.status !== 'awaiting_approval') throw new HttpError(409, `session ${id} is ${s.status}: there is no run to cancel`);
           s.status = 'aborted';
@@ -125,7 +139,7 @@ export function createOperations(deps: OperationsDeps): Record<string, Operation
           s.runner = null;
           s.pendingApprovals = [];
         });
-        // A run on another worker thread has no handle here: its next write finds the session aborted and stops.
+        // A run on another worker thread stops on this write's event (startRun watches the row).
         activeRun(id)?.controller.abort();
         return { session_id: id, status: session.status };
       },
@@ -133,10 +147,11 @@ export function createOperations(deps: OperationsDeps): Record<string, Operation
 
     approve_agent_action: {
       schema: object({ session_id: sessionId, approval_id: { type: 'string', minLength: 1, maxLength: 128 }, approved: { type: 'boolean' } }, ['session_id', 'approval_id', 'approved']),
-      async handle(input) {
+      async handle(input, _user, via = {}) {
         const id = input.session_id as string;
-        await mustGet(id);
-        const runner = newRunner();
+        const existing = await mustGetHeader(id);
+        if (ownedElsewhere(existing)) return deps.cluster!.forward(existing.node!, input, via);
+        const runner = newRunner(node);
         let toolCallId = '';
         const session = await store.mutate(id, (s) => {
           if (s.status !== 'awaiting_approval') throw new HttpError(409, `session ${id} is ${s.status}: it is not waiting for an approval`);
@@ -148,7 +163,7 @@ export function createOperations(deps: OperationsDeps): Record<string, Operation
           s.runner = runner;
         });
         startRun(deps, id, runner, { toolCallId, approved: input.approved as boolean });
-        return { session_id: id, status: 'running', approved: input.approved, messageIndex: session.messages.length };
+        return { session_id: id, status: 'running', approved: input.approved, messageIndex: session.messageCount };
       },
     },
 
@@ -160,6 +175,7 @@ export function createOperations(deps: OperationsDeps): Record<string, Operation
         return {
           version: deps.instance.version,
           providers: Models.providers(),
+          node,
           pid: process.pid,
           threadId,
           startedAt: deps.instance.startedAt,

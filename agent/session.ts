@@ -14,26 +14,37 @@ export interface PendingApproval {
   createdAt: number;
 }
 
-export interface Session {
+/** A session's row: everything but the transcript, which lives in AgentMessage, one record per message. */
+export interface SessionHeader {
   session_id: string;
   user: string | null;
   status: SessionStatus;
-  messages: Message[];
   pendingApprovals: PendingApproval[];
   provider: string;
   model: string | null;
   createdAt: number;
   updatedAt: number;
   lastError: string | null;
-  /** `pid:threadId` of the run in progress, so a run cut off by a restart can be told from a live one. */
+  /** `node:pid:threadId:uuid` of the run in progress, so a run cut off by a restart can be told from a live one. */
   runner: string | null;
+  /** The Harper node that owns the session: the only node that runs it and writes its transcript. */
+  node: string | null;
+  messageCount: number;
+  /** UTF-8 bytes of the transcript as JSON (what the whole-row store used to hold). */
+  bytes: number;
 }
 
-/** The part of a Harper table the store uses (the real `databases.agent.AgentSession`, or a map in unit tests). */
+export interface Session extends SessionHeader {
+  messages: Message[];
+}
+
+/** The part of a Harper table the store uses (the real `databases.agent.AgentSession`/`AgentMessage`, or a map in
+ * unit tests). */
 export interface SessionTable {
   get(id: string): unknown;
   put(id: string, record: Record<string, unknown>): unknown;
   search(query: Record<string, unknown>): AsyncIterable<unknown>;
+  subscribe?(query: Record<string, unknown>): unknown;
 }
 
 /** A run's write after it stopped owning the session (cancelled, or replaced): nothing is written. */
@@ -63,10 +74,10 @@ export const SHRINK_ADVICE =
 
 /** A message as plain data. Harper's nested objects carry their fields as inherited getters, which a spread drops,
  * so each field is copied by name; tool-call arguments are read-only and kept as they are. */
-function plainMessage(m: Record<string, any>): Message {
+export function plainMessage(m: Record<string, any>): Message {
   const out: Record<string, unknown> = { role: m.role, content: m.content };
   if (m.toolCalls) out.toolCalls = Array.from(m.toolCalls as Record<string, any>[], (c) => ({ id: c.id, name: c.name, arguments: c.arguments }));
-  for (const key of ['toolCallId', 'name', 'isError', 'cut', 'at'] as const) if (m[key] !== undefined) out[key] = m[key];
+  for (const key of ['toolCallId', 'name', 'isError', 'cut', 'at'] as const) if (m[key] !== undefined && m[key] !== null) out[key] = m[key];
   return out as unknown as Message;
 }
 
@@ -74,16 +85,20 @@ function plainApproval(p: Record<string, any>): PendingApproval {
   return { approval_id: p.approval_id, toolCallId: p.toolCallId, name: p.name, arguments: p.arguments, createdAt: p.createdAt };
 }
 
-/** A row (or a table event's value) as a plain Session. */
-export function toSession(record: unknown): Session | undefined {
+/** A message's share of `bytes`: its JSON as stored. */
+function jsonBytes(m: Message): number {
+  return Buffer.byteLength(JSON.stringify(m));
+}
+
+/** A row (or a table event's value) as a plain header. */
+export function toHeader(record: unknown): SessionHeader | undefined {
   if (!record) return undefined;
   const r = record as Record<string, unknown>;
-  // Copy the row into plain data the loop can change freely (a Harper record exposes its fields as getters).
+  const legacy = legacyMessages(r);
   return {
     session_id: String(r.session_id),
     user: (r.user as string) ?? null,
     status: (r.status as SessionStatus) ?? 'idle',
-    messages: Array.isArray(r.messages) ? Array.from(r.messages as Record<string, any>[], plainMessage) : [],
     pendingApprovals: Array.isArray(r.pendingApprovals) ? Array.from(r.pendingApprovals as Record<string, any>[], plainApproval) : [],
     provider: String(r.provider ?? 'local'),
     model: (r.model as string) ?? null,
@@ -91,7 +106,15 @@ export function toSession(record: unknown): Session | undefined {
     updatedAt: Number(r.updatedAt ?? 0),
     lastError: (r.lastError as string) ?? null,
     runner: (r.runner as string) ?? null,
+    node: (r.node as string) ?? null,
+    messageCount: legacy ? legacy.length : Number(r.messageCount ?? 0),
+    bytes: legacy ? Buffer.byteLength(JSON.stringify(legacy)) : Number(r.bytes ?? 2),
   };
+}
+
+/** A row written before transcripts moved to AgentMessage keeps its messages in the row; the next write moves them. */
+function legacyMessages(r: Record<string, unknown>): Message[] | undefined {
+  return Array.isArray(r.messages) ? Array.from(r.messages as Record<string, any>[], plainMessage) : undefined;
 }
 
 export function sessionBytes(session: Session): number {
@@ -105,23 +128,45 @@ export function messageBytes(m: Message): number {
 }
 
 /** A session without its transcript: what lists show. */
-export function sessionSummary(s: Session) {
-  const { messages, pendingApprovals, ...rest } = s;
-  return { ...rest, messageCount: messages.length, bytes: sessionBytes(s), pendingApprovals: pendingApprovals.length };
+export function sessionSummary(s: SessionHeader) {
+  const { pendingApprovals, ...rest } = s;
+  const { messages: _transcript, ...header } = rest as SessionHeader & { messages?: unknown };
+  return { ...header, pendingApprovals: pendingApprovals.length };
+}
+
+/** AgentMessage's key: session, then a zero-padded sequence (so keys sort in transcript order), then the writer's tag.
+ * The tag keeps two writers that picked the same sequence (two threads accepting a prompt at once) from overwriting
+ * each other: both messages are kept, in tag order. */
+export function messageKey(sessionId: string, seq: number, tag: string): string {
+  return `${sessionId}/${String(seq).padStart(8, '0')}/${tag}`;
+}
+
+/** A change to a session's row; the messages it returns are appended to the transcript in the same locked write. */
+export type HeaderChange = (session: SessionHeader) => Message[] | void | Promise<Message[] | void>;
+
+export interface SessionTables {
+  sessions: () => SessionTable;
+  messages: () => SessionTable;
+  /** This Harper node's name: new sessions belong to it. */
+  node?: string;
 }
 
 export class SessionStore {
   private readonly locks = new Map<string, Promise<unknown>>();
+  /** This store's (this thread's) tag in message keys. */
+  private readonly tag = randomUUID().slice(0, 8);
+  readonly node: string | null;
 
-  constructor(private readonly table: () => SessionTable) {}
+  constructor(private readonly tables: SessionTables) {
+    this.node = tables.node ?? null;
+  }
 
   async create(fields: { user: string | null; provider: string; model: string | null; session_id?: string }): Promise<Session> {
     const now = Date.now();
-    const session: Session = {
+    const header: SessionHeader = {
       session_id: fields.session_id ?? randomUUID(),
       user: fields.user,
       status: 'idle',
-      messages: [],
       pendingApprovals: [],
       provider: fields.provider,
       model: fields.model,
@@ -129,55 +174,96 @@ export class SessionStore {
       updatedAt: now,
       lastError: null,
       runner: null,
+      node: this.node,
+      messageCount: 0,
+      bytes: 2,
     };
-    return this.withLock(session.session_id, async () => {
-      if (await this.table().get(session.session_id)) throw new Error(`session ${session.session_id} already exists`);
-      await this.table().put(session.session_id, { ...session });
-      return session;
+    return this.withLock(header.session_id, async () => {
+      if (await this.tables.sessions().get(header.session_id)) throw new Error(`session ${header.session_id} already exists`);
+      await this.tables.sessions().put(header.session_id, { ...header });
+      return { ...header, messages: [] };
     });
   }
 
-  async get(id: string): Promise<Session | undefined> {
-    return toSession(await this.table().get(id));
+  /** The session's row only: what lists, guards and the live views' headers need. */
+  async header(id: string): Promise<SessionHeader | undefined> {
+    return toHeader(await this.tables.sessions().get(id));
   }
 
-  async list(limit: number): Promise<Session[]> {
-    const all: Session[] = [];
-    for await (const record of this.table().search({ conditions: [] })) {
-      const s = toSession(record);
+  /** The session with its transcript, in order. */
+  async get(id: string): Promise<Session | undefined> {
+    const row = (await this.tables.sessions().get(id)) as Record<string, unknown> | undefined;
+    const header = toHeader(row);
+    if (!header) return undefined;
+    const messages = legacyMessages(row!) ?? (await this.readMessages(id));
+    return { ...header, messageCount: messages.length, messages };
+  }
+
+  private async readMessages(id: string): Promise<Message[]> {
+    return (await this.readKeyedMessages(id)).map((k) => k.message);
+  }
+
+  /** Calls `onChange` with the row after every write to it, from any thread or node, until the returned close. */
+  async watch(id: string, onChange: (header: SessionHeader) => void): Promise<() => void> {
+    const table = this.tables.sessions();
+    if (!table.subscribe) return () => undefined;
+    const queue = (await table.subscribe({ id, omitCurrent: true })) as { on(e: 'data', l: (event: { value?: unknown }) => void): unknown; emit(e: 'close'): unknown };
+    queue.on('data', (event) => {
+      if (event.value) onChange(toHeader(event.value)!);
+      else void this.header(id).then((h) => h && onChange(h));
+    });
+    return () => void queue.emit('close');
+  }
+
+  async list(limit: number): Promise<SessionHeader[]> {
+    const all: SessionHeader[] = [];
+    for await (const record of this.tables.sessions().search({ conditions: [] })) {
+      const s = toHeader(record);
       if (s) all.push(s);
     }
     return all.sort((a, b) => b.updatedAt - a.updatedAt).slice(0, limit);
   }
 
   /**
-   * The locked mutator: reads the row, lets `change` edit a copy (or throw to abort with nothing written),
-   * then puts the whole row. Calls on one session run one at a time, in order.
+   * The locked mutator: reads the row, lets `change` edit a copy (or throw to abort with nothing written), puts each
+   * message it returns as a record of its own, then the row. Calls on one session run one at a time, in order. An
+   * append costs one message and the row, never the transcript.
    */
-  async mutate(id: string, change: (session: Session) => void | Promise<void>, guard?: RunGuard): Promise<Session> {
+  async mutate(id: string, change: HeaderChange, guard?: RunGuard): Promise<SessionHeader> {
     return this.withLock(id, async () => {
-      const session = toSession(await this.table().get(id));
-      if (!session) throw new SessionNotFoundError(id);
-      if (guard && (session.status !== 'running' || session.runner !== guard.runner)) throw new RunSupersededError(id);
-      await change(session);
-      session.updatedAt = Date.now();
-      await this.table().put(id, { ...session });
-      return session;
+      const row = (await this.tables.sessions().get(id)) as Record<string, unknown> | undefined;
+      const header = toHeader(row);
+      if (!header) throw new SessionNotFoundError(id);
+      if (guard && (header.status !== 'running' || header.runner !== guard.runner)) throw new RunSupersededError(id);
+      const legacy = legacyMessages(row!);
+      const added = (await change(header)) ?? [];
+      // A row from before AgentMessage: its transcript moves out with this write.
+      const moved = legacy ? legacy.map((m, seq) => this.putMessage(id, seq, m)) : [];
+      const at = Date.now();
+      let seq = legacy ? legacy.length : header.messageCount;
+      const puts: unknown[] = [...moved];
+      for (const m of added) {
+        const stored = plainMessage({ ...m, at: m.at ?? at });
+        header.bytes += jsonBytes(stored) + (seq > 0 ? 1 : 0);
+        puts.push(this.putMessage(id, seq++, stored));
+      }
+      await Promise.all(puts);
+      header.messageCount = seq;
+      header.updatedAt = at;
+      await this.tables.sessions().put(id, { ...header });
+      return header;
     });
   }
 
-  append(id: string, messages: Message[], guard?: RunGuard): Promise<Session> {
-    const at = Date.now();
-    return this.mutate(
-      id,
-      (s) => {
-        s.messages.push(...messages.map((m) => ({ ...m, at: m.at ?? at })));
-      },
-      guard
-    );
+  private putMessage(id: string, seq: number, m: Message, key = messageKey(id, seq, this.tag)) {
+    return this.tables.messages().put(key, { id: key, session_id: id, seq, ...m });
   }
 
-  setStatus(id: string, status: SessionStatus, lastError: string | null = null, guard?: RunGuard): Promise<Session> {
+  append(id: string, messages: Message[], guard?: RunGuard): Promise<SessionHeader> {
+    return this.mutate(id, () => messages, guard);
+  }
+
+  setStatus(id: string, status: SessionStatus, lastError: string | null = null, guard?: RunGuard): Promise<SessionHeader> {
     return this.mutate(
       id,
       (s) => {
@@ -190,31 +276,54 @@ export class SessionStore {
   }
 
   /**
-   * Cuts every tool result over 2 KiB in the newest group of tool results that has one to a 2 KiB head.
-   * Cut results are at most 2 KiB, so they are never picked again: calling it again reaches an older group.
-   * Returns how many results were cut (0: nothing left to cut).
+   * Cuts every tool result over 2 KiB in the newest group of tool results that has one to a 2 KiB head, rewriting
+   * just those message records. Cut results are at most 2 KiB, so they are never picked again: calling it again
+   * reaches an older group. Returns how many results were cut (0: nothing left to cut).
    */
   async shrinkNewestToolResults(id: string, guard?: RunGuard): Promise<number> {
-    let cut = 0;
-    await this.mutate(id, (s) => {
-      const groups = toolResultGroups(s.messages);
-      for (let g = groups.length - 1; g >= 0 && cut === 0; g--) {
+    return this.withLock(id, async () => {
+      const row = (await this.tables.sessions().get(id)) as Record<string, unknown> | undefined;
+      const header = toHeader(row);
+      if (!header) throw new SessionNotFoundError(id);
+      if (guard && (header.status !== 'running' || header.runner !== guard.runner)) throw new RunSupersededError(id);
+      if (legacyMessages(row!)) await this.moveLegacyTranscript(id, row!, header);
+      const keyed = await this.readKeyedMessages(id);
+      const messages = keyed.map((k) => k.message);
+      const groups = toolResultGroups(messages);
+      const rewrites: unknown[] = [];
+      for (let g = groups.length - 1; g >= 0 && rewrites.length === 0; g--) {
         for (const index of groups[g]!) {
-          const m = s.messages[index]!;
+          const m = messages[index]!;
           if (m.role !== 'tool' || Buffer.byteLength(m.content) <= SHRINK_THRESHOLD_BYTES) continue;
-          s.messages[index] = {
-            ...m,
-            content: truncateWithMarker(m.content, SHRINK_THRESHOLD_BYTES, SHRINK_ADVICE, SHRINK_REASON),
-            cut: 'context',
-          };
-          cut++;
+          const cut: Message = { ...m, content: truncateWithMarker(m.content, SHRINK_THRESHOLD_BYTES, SHRINK_ADVICE, SHRINK_REASON), cut: 'context' };
+          const stored = plainMessage(cut);
+          header.bytes += jsonBytes(stored) - jsonBytes(m);
+          rewrites.push(this.putMessage(id, keyed[index]!.seq, stored, keyed[index]!.key));
         }
       }
-      if (cut === 0) throw new NothingToShrink();
-    }, guard).catch((error) => {
-      if (!(error instanceof NothingToShrink)) throw error;
+      if (rewrites.length === 0) return 0;
+      await Promise.all(rewrites);
+      header.updatedAt = Date.now();
+      await this.tables.sessions().put(id, { ...header });
+      return rewrites.length;
     });
-    return cut;
+  }
+
+  private async readKeyedMessages(id: string): Promise<{ key: string; seq: number; message: Message }[]> {
+    const records: { key: string; seq: number; message: Message }[] = [];
+    for await (const record of this.tables.messages().search({ conditions: [{ attribute: 'session_id', comparator: 'equals', value: id }] })) {
+      const r = record as Record<string, any>;
+      records.push({ key: String(r.id), seq: Number(r.seq), message: plainMessage(r) });
+    }
+    return records.sort((a, b) => a.seq - b.seq || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+  }
+
+  /** Moves a row's transcript from before AgentMessage into message records (under the session's lock). */
+  private async moveLegacyTranscript(id: string, row: Record<string, unknown>, header: SessionHeader) {
+    const legacy = legacyMessages(row)!;
+    await Promise.all(legacy.map((m, seq) => this.putMessage(id, seq, m)));
+    header.messageCount = legacy.length;
+    await this.tables.sessions().put(id, { ...header });
   }
 
   private withLock<T>(id: string, task: () => Promise<T>): Promise<T> {

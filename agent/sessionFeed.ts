@@ -1,8 +1,9 @@
 // Live views of sessions for the admin page and the CLI: Harper's real-time events on the AgentSession table (from
-// every worker thread) turned into server-sent events that carry only what changed since the follower's last event.
+// every worker thread and node; every transcript write also writes the row) turned into server-sent events that
+// carry only what changed since the follower's last event.
 import { Readable } from 'node:stream';
 import type { Message } from '../resources/models/types.js';
-import { messageBytes, sessionSummary, toSession, type Session, type SessionStore } from './session.js';
+import { messageBytes, sessionSummary, toHeader, type Session, type SessionStore } from './session.js';
 
 /** A transcript message as followers get it: its place, its size, and whether (and why) it was cut. */
 export interface MessageView {
@@ -165,12 +166,15 @@ export function followSession(table: SubscribableTable, store: SessionStore, id:
       const delta = s && cursor.delta(s);
       if (delta) send('session', delta);
     };
+    // Each event on the row means the row or its transcript changed: read the session again, one read at a time so
+    // an older read never lands after a newer one.
+    let reads = Promise.resolve();
+    const refresh = () => (reads = reads.then(() => store.get(id).then(show, () => undefined)));
     queue.on('data', (event) => {
       if (event.type === 'delete') send('deleted', { session_id: id });
-      else if (event.value) show(toSession(event.value));
-      else void store.get(id).then(show);
+      else void refresh();
     });
-    show(await store.get(id));
+    await refresh();
     return () => queue.emit('close');
   });
 }
@@ -180,7 +184,7 @@ export function followSessionList(table: SubscribableTable, store: SessionStore,
   return eventStream(async (send) => {
     const queue = await table.subscribe({ isCollection: true, omitCurrent: true });
     queue.on('data', (event) => {
-      const s = event.type === 'delete' ? undefined : toSession(event.value);
+      const s = event.type === 'delete' ? undefined : toHeader(event.value);
       if (s) send('session', sessionSummary(s));
       else if (event.id !== undefined) send('deleted', { session_id: String(event.id) });
     });

@@ -7,7 +7,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { defaultConfig } from '../agent/agent.js';
 import { capObservation } from '../agent/loop.js';
-import { SessionStore, type SessionTable } from '../agent/session.js';
+import { SessionStore } from '../agent/session.js';
+import { MemoryTable } from '../unitTests/helpers.js';
 import { SYSTEM_PROMPT } from '../agent/systemPrompt.js';
 import { readFile, tailFile } from '../agent/tools/fsTools.js';
 import { grepFiles } from '../agent/tools/grepFiles.js';
@@ -84,27 +85,8 @@ const row = (what: string, figure: string, target: string, met: boolean | null) 
   console.log(`${met === null ? '  ' : met ? 'ok' : 'NO'}  ${what}: ${figure}  (target: ${target})`);
 };
 
-/** A table that writes the whole row to a file on every put, as Harper writes a whole record. */
-class FileTable implements SessionTable {
-  constructor(private readonly dir: string) {
-    mkdirSync(dir, { recursive: true });
-  }
-  async get(id: string) {
-    try {
-      return JSON.parse(readFileSync(path.join(this.dir, id), 'utf8'));
-    } catch {
-      return undefined;
-    }
-  }
-  async put(id: string, record: Record<string, unknown>) {
-    writeFileSync(path.join(this.dir, id), JSON.stringify(record));
-  }
-  async *search() {}
-}
-
 async function sessionGrowth(capped: boolean, turns: number) {
-  const dir = path.join(ROOT, capped ? 'rows-capped' : 'rows-uncapped');
-  const store = new SessionStore(() => new FileTable(dir));
+  const store = new SessionStore({ sessions: () => new MemoryTable(), messages: () => new MemoryTable() });
   const s = await store.create({ user: 'bench', provider: 'local', model: null });
   const result = 'r'.repeat(1_000_000);
   const appendMs: number[] = [];
@@ -114,7 +96,7 @@ async function sessionGrowth(capped: boolean, turns: number) {
     await store.append(s.session_id, [{ role: 'assistant', content: '', toolCalls: [call] }]);
     appendMs.push(await time(() => store.append(s.session_id, [tool])));
   }
-  const bytes = Buffer.byteLength(readFileSync(path.join(dir, s.session_id)));
+  const bytes = (await store.header(s.session_id))!.bytes;
   const med = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
   return { bytes, first: med(appendMs.slice(0, 10)), last: med(appendMs.slice(-10)) };
 }
@@ -130,14 +112,14 @@ async function investigation(budget: boolean) {
     writeBigLog(scratchDir);
     renameSync(path.join(scratchDir, 'big.log'), path.join(LOGS, 'inv.log'));
     const config = { ...defaultConfig(), provider: 'openai', baseUrl: `${server.url}/v1`, apiKey: 'k', maxRetries: 0, model: `bench-${budget}`, maxTokens: 1000, ...(budget ? { contextWindowTokens: 25_000 } : {}) };
-    const store = new SessionStore(() => new FileTable(path.join(ROOT, `inv-${budget}`)));
+    const store = new SessionStore({ sessions: () => new MemoryTable(), messages: () => new MemoryTable() });
     const deps = { store, tools: createToolRegistry(defaultTools), scopes: ctx().scopes, config: () => config, limits: new ContextLimits() };
     const s = await store.create({ user: 'bench', provider: 'openai', model: config.model });
-    const runner = newRunner();
+    const runner = newRunner(null);
     await store.mutate(s.session_id, (row) => {
-      row.messages.push({ role: 'user', content: 'Investigate logs/inv.log' });
       row.status = 'running';
       row.runner = runner;
+      return [{ role: 'user', content: 'Investigate logs/inv.log' }];
     });
     await startRun(deps, s.session_id, runner).done;
     return { rejected: server.requests.filter((r) => r.rejected).length, requests: server.requests.length };

@@ -115,11 +115,15 @@ export class TestHarper {
     return this.waitForSession(r.body.session_id);
   }
 
-  /** The AgentSession row as Harper's own search_by_id returns it (not through the agent's operations). */
+  /** The AgentSession row as Harper's own search_by_id returns it (not through the agent's operations), with
+   * `messages`: its AgentMessage records, as Harper's search_by_value returns them, in key order. */
   async row(id: string): Promise<any> {
     const r = await this.op({ operation: 'search_by_id', database: 'agent', table: 'AgentSession', ids: [id], get_attributes: ['*'] });
     if (r.status !== 200) throw new Error(`search_by_id ${r.status}: ${JSON.stringify(r.body)}`);
-    return r.body[0];
+    const m = await this.op({ operation: 'search_by_value', database: 'agent', table: 'AgentMessage', search_attribute: 'session_id', search_value: id, get_attributes: ['*'] });
+    if (m.status !== 200) throw new Error(`search_by_value ${m.status}: ${JSON.stringify(m.body)}`);
+    const messages = (m.body as any[]).sort((a, b) => (a.id < b.id ? -1 : 1)).map(({ id: _key, session_id: _s, seq: _q, __createdtime__, __updatedtime__, ...message }) => message);
+    return r.body[0] && { ...r.body[0], messages: r.body[0].messages ?? messages };
   }
 
   async setConfig(change: Record<string, unknown>): Promise<OpResult> {

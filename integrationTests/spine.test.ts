@@ -71,6 +71,7 @@ describe('the agent on a real Harper host', function () {
     const d = await h.op({ operation: 'describe_all' });
     expect(d.status).to.equal(200);
     expect(d.body.agent.AgentSession).to.include({ hash_attribute: 'session_id', audit: true });
+    expect(d.body.agent.AgentMessage).to.include({ hash_attribute: 'id', audit: true });
     expect(await h.op({ operation: 'no_such_op' })).to.deep.equal({ status: 400, body: { error: "Operation 'no_such_op' not found" } });
   });
 
@@ -78,7 +79,7 @@ describe('the agent on a real Harper host', function () {
     const l = await h.op({ operation: 'list_agent_sessions', limit: 2 });
     expect(l.status).to.equal(200);
     expect(l.body).to.have.length(2);
-    expect(l.body[0]).to.have.keys('session_id', 'user', 'status', 'provider', 'model', 'createdAt', 'updatedAt', 'lastError', 'runner', 'messageCount', 'bytes', 'pendingApprovals');
+    expect(l.body[0]).to.have.keys('session_id', 'user', 'status', 'provider', 'model', 'createdAt', 'updatedAt', 'lastError', 'runner', 'node', 'messageCount', 'bytes', 'pendingApprovals');
     const c = await h.op({ operation: 'get_agent_config' });
     expect(c.body).to.include({ provider: 'local', maxToolResultBytes: 65536, autoApprove: false });
   });

@@ -42,9 +42,20 @@ export class MemoryTable implements SessionTable {
     this.puts++;
     this.rows.set(id, JSON.stringify(record));
   }
-  async *search() {
-    for (const row of this.rows.values()) yield harperLike(JSON.parse(row));
+  /** Harper's search shape: `conditions` of attribute equals value (none: every row). */
+  async *search(query: { conditions?: { attribute: string; value: unknown }[] } = {}) {
+    for (const row of this.rows.values()) {
+      const record = JSON.parse(row);
+      if ((query.conditions ?? []).every((c) => record[c.attribute] === c.value)) yield harperLike(record);
+    }
   }
+}
+
+/** A session store over two in-memory tables (rows and messages), as `agent/boot.ts` builds it over Harper's. */
+export function memoryStore(delayMs = 0, node?: string) {
+  const table = new MemoryTable(delayMs);
+  const messages = new MemoryTable(delayMs);
+  return { store: new SessionStore({ sessions: () => table, messages: () => messages, node }), table, messages };
 }
 
 export function tempScopes(): Scopes & { base: string } {
@@ -102,8 +113,7 @@ export interface Harness {
 export function harness(steps: Step[], config: Partial<AgentConfig> = {}, extraTools: Tool[] = [], delayMs = 0): Harness {
   const backend = new ScriptedBackend(steps);
   Models.register({ provider: 'scripted', defaultModel: 'scripted-1', create: () => backend });
-  const table = new MemoryTable(delayMs);
-  const store = new SessionStore(() => table);
+  const { store, table } = memoryStore(delayMs);
   const scopes = tempScopes();
   const cfg: AgentConfig = { ...defaultConfig(), provider: 'scripted', ...config };
   const deps: LoopDeps = { store, tools: createToolRegistry([...defaultTools, ...extraTools]), scopes, config: () => cfg };

@@ -1,37 +1,49 @@
 import { expect } from 'chai';
 import { SessionStore, SHRINK_THRESHOLD_BYTES, RunSupersededError } from '../agent/session.js';
 import type { Message } from '../resources/models/types.js';
-import { MemoryTable } from './helpers.js';
+import { memoryStore } from './helpers.js';
 
 describe('SessionStore', () => {
-  it('concurrent appends on one session lose nothing (whole-row puts under the lock)', async () => {
-    const table = new MemoryTable(3);
-    const store = new SessionStore(() => table);
+  it('concurrent appends on one session lose nothing, each written once as its own record, in order', async () => {
+    const { store, table, messages } = memoryStore(3);
     const s = await store.create({ user: 'u', provider: 'local', model: null });
     await Promise.all(Array.from({ length: 50 }, (_, i) => store.append(s.session_id, [{ role: 'user', content: `m${i}` }])));
     const back = (await store.get(s.session_id))!;
-    expect(back.messages).to.have.length(50);
-    expect(new Set(back.messages.map((m) => m.content))).to.have.property('size', 50);
+    expect(back.messages.map((m) => m.content)).to.deep.equal(Array.from({ length: 50 }, (_, i) => `m${i}`));
+    // One row write per change and one record per message: an append never rewrites the transcript.
     expect(table.puts).to.equal(51);
+    expect(messages.puts).to.equal(50);
+    expect(back.messageCount).to.equal(50);
+    expect(back.bytes).to.equal(Buffer.byteLength(JSON.stringify(back.messages)));
+    expect((await store.header(s.session_id))!.bytes).to.equal(back.bytes);
   });
 
-  it('without the lock the same writers lose messages (the test can fail)', async () => {
-    const table = new MemoryTable(3);
-    const store = new SessionStore(() => table);
+  it('two writers (two threads) that append at the same place both keep their message', async () => {
+    const { store, table, messages } = memoryStore(3);
+    const other = new SessionStore({ sessions: () => table, messages: () => messages });
     const s = await store.create({ user: 'u', provider: 'local', model: null });
-    await Promise.all(
-      Array.from({ length: 50 }, async (_, i) => {
-        const row = JSON.parse(JSON.stringify(await table.get(s.session_id)));
-        row.messages.push({ role: 'user', content: `m${i}` });
-        await table.put(s.session_id, row);
-      })
-    );
-    expect(((await store.get(s.session_id))!.messages as unknown[]).length).to.be.lessThan(50);
+    await Promise.all([store.append(s.session_id, [{ role: 'user', content: 'from A' }]), other.append(s.session_id, [{ role: 'user', content: 'from B' }])]);
+    const back = (await store.get(s.session_id))!;
+    expect(back.messages.map((m) => m.content).sort()).to.deep.equal(['from A', 'from B']);
+    expect([...messages.rows.keys()].map((k) => k.split('/')[1])).to.deep.equal(['00000000', '00000000']);
+  });
+
+  it('a row stored before AgentMessage is read whole, and its next write moves the transcript out', async () => {
+    const { store, table, messages } = memoryStore();
+    const legacy = [{ role: 'user', content: 'old question' }, { role: 'assistant', content: 'old answer' }];
+    await table.put('old', { session_id: 'old', status: 'completed', provider: 'local', messages: legacy, createdAt: 1, updatedAt: 1 });
+    expect((await store.get('old'))!.messages).to.deep.equal(legacy);
+    expect((await store.header('old'))!).to.include({ messageCount: 2, bytes: Buffer.byteLength(JSON.stringify(legacy)) });
+    await store.append('old', [{ role: 'user', content: 'new', at: 5 }]);
+    expect(JSON.parse(table.rows.get('old')!)).to.not.have.property('messages');
+    expect(messages.rows.size).to.equal(3);
+    const back = (await store.get('old'))!;
+    expect(back.messages).to.deep.equal([...legacy, { role: 'user', content: 'new', at: 5 }]);
+    expect(back.bytes).to.equal(Buffer.byteLength(JSON.stringify(back.messages)));
   });
 
   it('a change that throws writes nothing', async () => {
-    const table = new MemoryTable();
-    const store = new SessionStore(() => table);
+    const { store, table } = memoryStore();
     const s = await store.create({ user: 'u', provider: 'local', model: null });
     const before = table.puts;
     await store.mutate(s.session_id, () => { throw new Error('no'); }).catch(() => undefined);
@@ -39,8 +51,7 @@ describe('SessionStore', () => {
   });
 
   it('a guarded write is refused once the run no longer owns the session', async () => {
-    const table = new MemoryTable();
-    const store = new SessionStore(() => table);
+    const { store } = memoryStore();
     const s = await store.create({ user: 'u', provider: 'local', model: null });
     await store.mutate(s.session_id, (row) => { row.status = 'running'; row.runner = 'r1'; });
     await store.setStatus(s.session_id, 'aborted');
@@ -56,8 +67,7 @@ describe('SessionStore', () => {
     const asst = (id: string): Message => ({ role: 'assistant', content: '', toolCalls: [{ id, name: 'read_file', arguments: {} }] });
 
     it('cuts every result over 2 KiB in the newest group that has one, and only that group', async () => {
-      const table = new MemoryTable();
-      const store = new SessionStore(() => table);
+      const { store } = memoryStore();
       const s = await store.create({ user: 'u', provider: 'local', model: null });
       await store.append(s.session_id, [
         { role: 'user', content: 'go' },
@@ -81,8 +91,7 @@ describe('SessionStore', () => {
     });
 
     it('recovers a result stored before the cap existed (1,057,864 bytes)', async () => {
-      const table = new MemoryTable();
-      const store = new SessionStore(() => table);
+      const { store } = memoryStore();
       const s = await store.create({ user: 'u', provider: 'local', model: null });
       await store.append(s.session_id, [{ role: 'user', content: 'go' }, asst('a'), tool('a', big(1_057_864, 'é').slice(0, 528_932))]);
       expect(Buffer.byteLength((await store.get(s.session_id))!.messages[2]!.content)).to.equal(1_057_864);

@@ -2,12 +2,13 @@
 import { expect } from 'chai';
 import { EventEmitter } from 'node:events';
 import { endEventStreams, eventStream, followSession, messageView, TranscriptCursor } from '../agent/sessionFeed.js';
-import { SessionStore, type Session } from '../agent/session.js';
+import type { Session } from '../agent/session.js';
 import type { Message } from '../resources/models/types.js';
-import { MemoryTable } from './helpers.js';
+import { memoryStore } from './helpers.js';
 
 function session(messages: Message[], fields: Partial<Session> = {}): Session {
-  return { session_id: 's1', user: 'admin', status: 'running', messages, pendingApprovals: [], provider: 'local', model: null, createdAt: 1, updatedAt: 2, lastError: null, runner: 'r', ...fields };
+  const sizes = { messageCount: messages.length, bytes: Buffer.byteLength(JSON.stringify(messages)) };
+  return { session_id: 's1', user: 'admin', status: 'running', messages, pendingApprovals: [], provider: 'local', model: null, createdAt: 1, updatedAt: 2, lastError: null, runner: 'r', node: null, ...sizes, ...fields };
 }
 
 const read: Message = { role: 'assistant', content: '', toolCalls: [{ id: 'c1', name: 'read_file', arguments: { path: 'a.log' } }] };
@@ -71,8 +72,7 @@ function read1(stream: NodeJS.ReadableStream, done: (text: string) => boolean): 
 
 describe('event streams', () => {
   it('followSession subscribes, sends the current state, then each change; closing the stream ends the subscription', async () => {
-    const table = new MemoryTable();
-    const store = new SessionStore(() => table);
+    const { store } = memoryStore();
     const s = await store.create({ user: 'admin', provider: 'local', model: null, session_id: 'f1' });
     const queue = new FakeQueue();
     let closed = 0;
@@ -86,7 +86,7 @@ describe('event streams', () => {
     queue.emit('data', { id: 'f1', type: 'put', value: JSON.parse(JSON.stringify(updated)) });
     const next = await read1(stream, (t) => t.includes('\n\n'));
     const data = JSON.parse(/^event: session\ndata: (.*)\n\n$/.exec(next)![1]!);
-    expect(data.messages).to.deep.equal([{ index: 0, role: 'user', content: 'hello', bytes: 5, at: updated.messages[0]!.at }]);
+    expect(data.messages).to.deep.equal([{ index: 0, role: 'user', content: 'hello', bytes: 5, at: (await store.get('f1'))!.messages[0]!.at }]);
     stream.destroy();
     expect(closed).to.equal(1);
   });
