@@ -9,18 +9,12 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { REPO } from '../scripts/harper.js';
 import { bootHarper, type TestHarper } from './harness.js';
+import { packedTarball } from './pack.js';
 import { ProviderServer } from './providerServer/server.js';
 import { providerSettings } from './recoveryScenarios.js';
 
 const run = promisify(execFile);
 const PACKAGE = JSON.parse(readFileSync(path.join(REPO, 'package.json'), 'utf8')) as { name: string; version: string };
-
-/** `npm pack` at the root, as an operator would run it (its `prepare` builds dist/ first). */
-async function packTarball(dest: string): Promise<string> {
-  const { stdout } = await run('npm', ['pack', '--pack-destination', dest, '--json'], { cwd: REPO, maxBuffer: 256 * 1024 * 1024 });
-  const [packed] = JSON.parse(stdout) as { filename: string }[];
-  return path.join(dest, packed!.filename);
-}
 
 describe('deploy_component into a plain Harper (the packed tarball)', function () {
   let work: string;
@@ -31,8 +25,8 @@ describe('deploy_component into a plain Harper (the packed tarball)', function (
 
   before(async function () {
     this.timeout(300_000);
-    work = mkdtempSync(path.join(os.tmpdir(), 'harper-agent-pack-'));
-    tarball = await packTarball(work);
+    work = mkdtempSync(path.join(os.tmpdir(), 'harper-agent-deploy-'));
+    tarball = await packedTarball();
     files = (await run('tar', ['tzf', tarball], { maxBuffer: 64 * 1024 * 1024 })).stdout.split('\n').filter(Boolean);
     // A plain instance, as an operator runs it: no component, production defaults (Harper's dev defaults run one
     // thread and trust local requests), two worker threads.

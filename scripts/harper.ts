@@ -80,6 +80,7 @@ export async function startHarper(o: HarperOptions, readyTimeoutMs = 60_000): Pr
   const extraPorts = {
     MQTT_NETWORK_PORT: String(await freePort()),
     MQTT_NETWORK_SECUREPORT: String(await freePort()),
+    REPLICATION_PORT: String(await freePort()),
     REPLICATION_SECUREPORT: String(await freePort()),
   };
   const env = { ...harperEnv(o), ...extraPorts, ...o.env };

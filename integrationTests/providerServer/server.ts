@@ -201,6 +201,8 @@ export class ProviderServer {
   responder?: Responder;
   /** Requests whose body is over this many bytes get the provider's context-window rejection. */
   byteLimit = Number.POSITIVE_INFINITY;
+  /** How long each answer waits, so a run lasts long enough to be watched, cancelled or outlived. */
+  delayMs = 0;
   /** Replaces the context-window envelope (to try other servers' wording). */
   contextError?: (provider: Provider, bytes: number) => { status: number; body: unknown; headers?: Record<string, string> };
   private server?: Server;
@@ -229,6 +231,7 @@ export class ProviderServer {
     this.byteLimit = byteLimit;
     this.responder = undefined;
     this.contextError = undefined;
+    this.delayMs = 0;
   }
 
   private async handle(req: IncomingMessage, res: ServerResponse) {
@@ -262,6 +265,7 @@ export class ProviderServer {
       return send(e.status, e.body, e.headers);
     }
     const turn = this.script.length ? this.script.shift()! : this.responder?.(neutral) ?? { text: 'ok' };
+    if (this.delayMs) await new Promise((r) => setTimeout(r, this.delayMs));
     if ('contextError' in turn) {
       record.rejected = true;
       const e = (this.contextError ?? contextWindowError)(provider, raw.length);

@@ -1,0 +1,186 @@
+// The agent on a real two-node Harper cluster (integrationTests/cluster.ts): settings in force on every node, a run
+// owned by the node that runs it (seen live from the other, cancelled from the other, outliving the other's SIGKILL),
+// and racing prompts from both nodes that lose nothing.
+import { expect } from 'chai';
+import { writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { AgentClient } from '../cli/client.js';
+import { bootCluster, eventually, stopCluster, type ClusterNode } from './cluster.js';
+import { investigatorResponder } from './providerServer/pager.js';
+import { ProviderServer } from './providerServer/server.js';
+import { providerSettings } from './recoveryScenarios.js';
+
+describe('a two-node Harper cluster', function () {
+  this.timeout(300_000);
+  let nodes: ClusterNode[];
+  let a: ClusterNode;
+  let b: ClusterNode;
+  const server = new ProviderServer();
+
+  before(async function () {
+    this.timeout(600_000);
+    await server.start();
+    nodes = await bootCluster(2);
+    [a, b] = nodes as [ClusterNode, ClusterNode];
+  });
+  after(async () => {
+    await stopCluster(nodes);
+    await server.close();
+  });
+
+  const session = async (node: ClusterNode, id: string) => {
+    const r = await node.h.op({ operation: 'get_agent_session', session_id: id });
+    if (r.status !== 200) throw new Error(`get_agent_session on ${node.name}: ${r.status} ${JSON.stringify(r.body)}`);
+    return r.body;
+  };
+
+  it('each node records where its operations answer, and both rows reach both nodes', async () => {
+    for (const node of nodes) {
+      await eventually(async () => {
+        const r = await node.h.op({ operation: 'search_by_value', database: 'agent', table: 'AgentNode', search_attribute: 'name', search_value: '*', get_attributes: ['name', 'operationsUrl'] });
+        const rows = (r.body as { name: string; operationsUrl: string }[]).map((x) => [x.name, x.operationsUrl]).sort();
+        expect(rows).to.deep.equal(nodes.map((n) => [n.name, `http://${n.name}:${new URL(n.h.harper.opsUrl).port}/`]));
+      });
+    }
+  });
+
+  it('set_agent_config on A is in force on every thread of B within seconds', async () => {
+    const started = Date.now();
+    const set = await a.h.setConfig({ ...providerSettings('openai', server), maxTurns: 77, requestTimeoutMs: 120_000 });
+    expect(set.status, JSON.stringify(set.body)).to.equal(200);
+    await eventually(async () => {
+      const threads = await b.h.statusPerThread(2);
+      expect(threads.size).to.equal(2);
+      for (const status of threads.values()) expect(status.config).to.include({ provider: 'openai', maxTurns: 77 });
+    }, 10_000);
+    const ms = Date.now() - started;
+    console.log(`      in force on both threads of ${b.name} ${ms} ms after set_agent_config on ${a.name}`);
+    expect(ms).to.be.below(10_000);
+  });
+
+  it("a run on A is seen live from B, outlives B's SIGKILL and restart, and completes; B's sessions answer 503 on A while B is down", async () => {
+    writeFileSync(path.join(a.h.logsDir, 'cluster.log'), Array.from({ length: 40_000 }, (_, i) => `line ${i} ERROR nothing to see`).join('\n') + '\n');
+    server.reset();
+    server.responder = investigatorResponder('logs', 'cluster.log', 12);
+    server.delayMs = 400;
+    // A session that B owns, for the 503 below.
+    const local = await b.h.op({ operation: 'list_agent_sessions' });
+    expect(local.status).to.equal(200);
+    const onB = await b.h.op({ operation: 'agent_prompt', message: 'hello from B' });
+    expect(onB.status).to.equal(200);
+    expect(onB.body.node).to.equal(b.name);
+    await eventually(async () => expect((await session(b, onB.body.session_id)).status).to.equal('completed'), 60_000);
+
+    const started = await a.h.op({ operation: 'agent_prompt', message: 'read logs/cluster.log' });
+    expect(started.status, JSON.stringify(started.body)).to.equal(200);
+    const id = started.body.session_id as string;
+    expect(started.body.node).to.equal(a.name);
+
+    // Live from B: B's event stream for A's session shows the transcript growing while A runs it.
+    const client = new AgentClient({ url: b.h.harper.opsUrl, ...b.h.harper.admin });
+    const stop = new AbortController();
+    const seen: number[] = [];
+    for await (const event of client.events(id, 0, stop.signal)) {
+      if (event.event !== 'session') continue;
+      expect(event.data.session).to.include({ node: a.name });
+      if (event.data.session.status === 'running') seen.push(event.data.session.messageCount);
+      if (seen.length >= 3 && seen[seen.length - 1]! > seen[0]!) break;
+    }
+    stop.abort();
+    expect(seen[seen.length - 1]).to.be.greaterThan(seen[0]!);
+
+    // SIGKILL B mid-run: A's run goes on; B's own session cannot be run from A while B is down.
+    await b.h.stop('SIGKILL', true);
+    expect((await session(a, id)).status).to.equal('running');
+    const refused = await a.h.op({ operation: 'agent_prompt', message: 'again', session_id: onB.body.session_id });
+    expect(refused.status).to.equal(503);
+    expect(refused.body.error).to.match(new RegExp(`session "${onB.body.session_id}" belongs to node ${b.name.replace(/\./g, '\\.')}, whose operations API at http://${b.name.replace(/\./g, '\\.')}:\\d+/ did not answer \\(ECONNREFUSED\\)`));
+    const since = Date.now();
+    b.h = await b.h.restart();
+    await b.h.waitForAgent(since, 2);
+    // B's boot recovers B's interrupted runs only: A's run is still running, and completes.
+    expect((await session(a, id)).status).to.equal('running');
+    const done = await eventually(async () => {
+      const s = await session(a, id);
+      expect(s.status).to.equal('completed');
+      return s;
+    }, 120_000, 250);
+    expect(done.lastError).to.equal(null);
+    expect(done.messages.filter((m: any) => m.role === 'tool')).to.have.length(12);
+    // And B, back, has the whole transcript.
+    await eventually(async () => expect(await session(b, id)).to.deep.include({ status: 'completed', messageCount: done.messageCount, bytes: done.bytes }));
+  });
+
+  it('a cancel sent to B stops the run on A within 2 s; a prompt sent to B while it runs gets 409', async () => {
+    server.reset([{ hang: true }]);
+    const started = await a.h.op({ operation: 'agent_prompt', message: 'wait for the model' });
+    expect(started.status).to.equal(200);
+    const id = started.body.session_id as string;
+    await eventually(async () => expect(server.requests).to.have.length(1), 10_000);
+    await eventually(async () => expect((await session(b, id)).status).to.equal('running'), 10_000);
+
+    const busy = await b.h.op({ operation: 'agent_prompt', message: 'me too', session_id: id });
+    expect(busy.status).to.equal(409);
+    expect(busy.body.error).to.equal(`node ${a.name}: session ${id} is running: wait for it to finish or cancel it with cancel_agent_run`);
+
+    const t0 = Date.now();
+    const cancelled = await b.h.op({ operation: 'cancel_agent_run', session_id: id });
+    expect(cancelled).to.deep.equal({ status: 200, body: { session_id: id, status: 'aborted' } });
+    const onA = await eventually(async () => {
+      const s = await session(a, id);
+      expect(s.status).to.equal('aborted');
+      return s;
+    }, 2_000, 20);
+    const ms = Date.now() - t0;
+    console.log(`      cancel on ${b.name} -> aborted on ${a.name} in ${ms} ms`);
+    expect(ms).to.be.below(2_000);
+    expect(onA.lastError).to.equal('Cancelled with cancel_agent_run.');
+    // The run stopped: no further model call, no further message.
+    await new Promise((r) => setTimeout(r, 1_000));
+    expect(server.requests).to.have.length(1);
+    expect((await session(a, id)).messageCount).to.equal(onA.messageCount);
+    await eventually(async () => expect((await session(b, id)).status).to.equal('aborted'));
+  });
+
+  it('20 prompts racing on one session, 10 sent to each node, lose nothing: every one accepted is stored once and answered', async () => {
+    expect((await a.h.setConfig({ provider: 'local' })).status).to.equal(200);
+    await eventually(async () => {
+      for (const status of (await b.h.statusPerThread(2)).values()) expect(status.config.provider).to.equal('local');
+    });
+    const first = await a.h.op({ operation: 'agent_prompt', message: 'start' });
+    const id = first.body.session_id as string;
+    await eventually(async () => expect((await session(a, id)).status).to.equal('completed'));
+    await eventually(async () => expect((await session(b, id)).status).to.equal('completed'));
+
+    const answers = await Promise.all(
+      Array.from({ length: 20 }, (_, i) => (i % 2 ? b : a).h.opOnNewConnection({ operation: 'agent_prompt', message: `race ${i}`, session_id: id }).then((r) => ({ i, ...r })))
+    );
+    const accepted = answers.filter((r) => r.status === 200).map((r) => `race ${r.i}`);
+    const refused = answers.filter((r) => r.status !== 200);
+    for (const r of refused) {
+      expect(r.status, JSON.stringify(r.body)).to.equal(409);
+      expect(r.body.error).to.match(/session \S+ is running/);
+    }
+    console.log(`      accepted ${accepted.length} of 20 (${accepted.join(', ')}); ${refused.length} answered 409`);
+    expect(accepted.length).to.be.at.least(1);
+
+    const done = await eventually(async () => {
+      const s = await session(a, id);
+      expect(s.status).to.equal('completed');
+      return s;
+    }, 60_000, 100);
+    const prompts = done.messages.filter((m: any) => m.role === 'user').map((m: any) => m.content);
+    expect(prompts.filter((p: string) => p.startsWith('race ')).sort()).to.deep.equal([...accepted].sort());
+    // Each accepted prompt has an answer after it: an assistant message with no tool calls.
+    for (const prompt of accepted) {
+      const at = done.messages.findIndex((m: any) => m.role === 'user' && m.content === prompt);
+      expect(done.messages.slice(at + 1).some((m: any) => m.role === 'assistant' && !m.toolCalls?.length), prompt).to.equal(true);
+    }
+    expect(done.messageCount).to.equal(done.messages.length);
+    // B converges on the same transcript.
+    await eventually(async () => {
+      const s = await session(b, id);
+      expect(s.messages.map((m: any) => m.content)).to.deep.equal(done.messages.map((m: any) => m.content));
+    });
+  });
+});

@@ -1,0 +1,106 @@
+// A Harper cluster on this machine for the integration tests: plain Harper 4.7.29 nodes, each its own root, HOME and
+// ports, named by a loopback address (127.0.0.1, 127.0.0.2, ...: Linux routes all of 127/8 to loopback), the packed
+// agent deployed on each with deploy_component, then joined with add_node so the agent database replicates.
+import { readFileSync, writeFileSync } from 'node:fs';
+import { freePort } from '../scripts/harper.js';
+import { bootHarper, type TestHarper } from './harness.js';
+import { packedTarball } from './pack.js';
+
+export interface ClusterNode {
+  name: string;
+  h: TestHarper;
+  replicationSecurePort: number;
+}
+
+const THREADS = 2;
+
+/** Boots one node: a plain Harper with production defaults and two worker threads, named `name`. */
+async function bootNode(name: string, env: Record<string, string>): Promise<ClusterNode> {
+  const replicationSecurePort = await freePort();
+  const h = await bootHarper({
+    component: null,
+    mode: 'prod',
+    env: { THREADS_COUNT: String(THREADS), REPLICATION_HOSTNAME: name, REPLICATION_SECUREPORT: String(replicationSecurePort), REPLICATION_URL: `wss://${name}:${replicationSecurePort}`, ...env },
+  });
+  return { name, h, replicationSecurePort };
+}
+
+/** Deploys the agent on a node and waits for both of its new threads. Harper 4.7.29 now and then answers a payload
+ * deploy with 500 "did not load any modules" (seen with two deploys at once on this 2-core machine, the tarball's
+ * `package/` folder left unmoved): one retry. */
+async function deploy(node: ClusterNode, payload: string): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    const since = Date.now();
+    const deployed = await node.h.op({ operation: 'deploy_component', project: 'harper-agent', payload, restart: true });
+    if (deployed.status === 200) return void (await node.h.waitForAgent(since, THREADS));
+    if (attempt === 2 || !/did not load any modules/.test(JSON.stringify(deployed.body))) {
+      throw new Error(`deploy_component on ${node.name}: ${deployed.status} ${JSON.stringify(deployed.body)}`);
+    }
+  }
+}
+
+/** Waits until `check` passes (it throws until then), or fails with its last error. */
+export async function eventually<T>(check: () => Promise<T>, timeoutMs = 30_000, everyMs = 100): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      return await check();
+    } catch (error) {
+      if (Date.now() > deadline) throw error;
+    }
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+}
+
+/**
+ * `count` nodes (127.0.0.1, 127.0.0.2, ...), the agent deployed on each from the packed tarball (a payload: each
+ * node gets its own copy), node 1 joined to every other with add_node; ready when each node lists the others as
+ * connected for the agent database and each has every node's AgentNode row.
+ */
+export async function bootCluster(count: number, env: Record<string, string> = {}): Promise<ClusterNode[]> {
+  const payload = readFileSync(await packedTarball()).toString('base64');
+  const booted = await Promise.allSettled(Array.from({ length: count }, (_, i) => bootNode(`127.0.0.${i + 1}`, env)));
+  const nodes = booted.flatMap((b) => (b.status === 'fulfilled' ? [b.value] : []));
+  try {
+    const failed = booted.find((b) => b.status === 'rejected');
+    if (failed) throw (failed as PromiseRejectedResult).reason;
+    for (const node of nodes) await deploy(node, payload);
+    await join(nodes);
+    return nodes;
+  } catch (error) {
+    // Never leave a node running: the caller gets no handle to stop it.
+    await stopCluster(nodes);
+    throw error;
+  }
+}
+
+async function join(nodes: ClusterNode[]): Promise<void> {
+  if (process.env.CLUSTER_INFO) writeFileSync(process.env.CLUSTER_INFO, JSON.stringify(nodes.map((n) => ({ name: n.name, ops: n.h.harper.opsUrl, root: n.h.rootPath, pid: n.h.harper.pid }))));
+  const [first, ...others] = nodes;
+  for (const other of others) {
+    const added = await first!.h.op({
+      operation: 'add_node',
+      url: `wss://${other.name}:${other.replicationSecurePort}`,
+      verify_tls: false,
+      authorization: other.h.harper.admin,
+      // Connect with these credentials from now on: certificate authorization between loopback-named nodes on one
+      // machine is refused ("No authorization provided").
+      retain_authorization: true,
+    });
+    if (added.status !== 200) throw new Error(`add_node ${other.name}: ${added.status} ${JSON.stringify(added.body)}`);
+  }
+  for (const node of nodes) {
+    await eventually(async () => {
+      const status = await node.h.op({ operation: 'cluster_status' });
+      const peers = (status.body.connections ?? []) as { name?: string; database_sockets?: { database: string; connected: boolean }[] }[];
+      for (const other of nodes.filter((n) => n !== node)) {
+        const peer = peers.find((p) => p.name === other.name);
+        if (!peer?.database_sockets?.some((d) => d.database === 'agent' && d.connected)) throw new Error(`${node.name} not connected to ${other.name}: ${JSON.stringify(status.body)}`);
+      }
+    }, 60_000, 250);
+  }
+}
+
+export async function stopCluster(nodes: ClusterNode[] | undefined): Promise<void> {
+  await Promise.all((nodes ?? []).map((n) => n.h.stop()));
+}

@@ -1,0 +1,22 @@
+// The root `npm pack` tarball, made once per test run and shared by the tests that deploy it (packing takes ~40 s).
+import { execFile } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { REPO } from '../scripts/harper.js';
+
+const run = promisify(execFile);
+let packed: Promise<string> | undefined;
+
+/** `npm pack` at the root, as an operator would run it (its `prepare` builds dist/ first). Deploy it as a payload,
+ * or copy it per node: `deploy_component` with `package: file:…` deletes the file it installs. */
+export function packedTarball(): Promise<string> {
+  packed ??= (async () => {
+    const dest = mkdtempSync(path.join(os.tmpdir(), 'harper-agent-pack-'));
+    const { stdout } = await run('npm', ['pack', '--pack-destination', dest, '--json'], { cwd: REPO, maxBuffer: 256 * 1024 * 1024 });
+    const [file] = JSON.parse(stdout) as { filename: string }[];
+    return path.join(dest, file!.filename);
+  })();
+  return packed;
+}
