@@ -1,4 +1,5 @@
 // Unit-test doubles: an in-memory table with Harper's get/put/search shape, a scripted backend, temp scopes.
+import { EventEmitter } from 'node:events';
 import { mkdtempSync, mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -41,6 +42,15 @@ export class MemoryTable implements SessionTable {
     await this.pause();
     this.puts++;
     this.rows.set(id, JSON.stringify(record));
+    for (const s of this.subscribers) if (s.id === id) s.queue.emit('data', { id, type: 'put', value: harperLike(record) });
+  }
+  private readonly subscribers = new Set<{ id: string; queue: EventEmitter }>();
+  /** Harper's subscription on one record: a `data` event per later write, from any writer; `close` ends it. */
+  subscribe(query: { id: string }) {
+    const entry = { id: query.id, queue: new EventEmitter() };
+    this.subscribers.add(entry);
+    entry.queue.on('close', () => this.subscribers.delete(entry));
+    return entry.queue;
   }
   /** Harper's search shape: `conditions` of attribute equals value (none: every row). */
   async *search(query: { conditions?: { attribute: string; value: unknown }[] } = {}) {
