@@ -122,8 +122,9 @@ export interface Turn {
  * One model call. A context-window rejection (or a silent overflow) cuts the newest group of large tool results to
  * 2 KiB heads (persisted) and retries once; nothing left to cut, or a second rejection, ends the run with what to do.
  */
-export async function generateTurn(deps: LoopDeps, id: string, req: TurnRequest): Promise<Turn> {
-  const { session, estimate } = await fitBudget(deps, id, req);
+export async function generateTurn(deps: LoopDeps, current: Session, req: TurnRequest): Promise<Turn> {
+  const id = current.session_id;
+  const { session, estimate } = await fitBudget(deps, current, req);
   try {
     return { out: await callModel(deps, session, req), sent: session };
   } catch (error) {
@@ -156,8 +157,9 @@ export async function generateTurn(deps: LoopDeps, id: string, req: TurnRequest)
  * Pre-flight: while the request's estimate is over the budget, apply the same shrink as after a rejection, group by
  * group from the newest; when nothing is left to cut and it still does not fit, end the run without sending.
  */
-async function fitBudget(deps: LoopDeps, id: string, req: TurnRequest): Promise<{ session: Session; estimate: number }> {
-  let session = (await deps.store.get(id))!;
+async function fitBudget(deps: LoopDeps, current: Session, req: TurnRequest): Promise<{ session: Session; estimate: number }> {
+  const id = current.session_id;
+  let session = current;
   let estimate = estimateTokens(buildInput(deps, session, req));
   const budget = await contextBudget(req.config, req.backend.provider, req.model, deps.limits);
   while (budget && estimate > budget.tokens) {
@@ -340,7 +342,9 @@ async function runSession(deps: LoopDeps, id: string, guard: RunGuard, signal: A
       if (modelCallsSincePrompt(session.messages) >= config.maxTurns) {
         throw new RunError(`The run reached agent.maxTurns (${config.maxTurns}) model calls before the model answered. Raise agent.maxTurns, or ask for less in one prompt.`);
       }
-      const { out, sent } = await generateTurn(deps, id, req);
+      const { out, sent } = await generateTurn(deps, session, req);
+      // A shrink rewrote stored results: carry on from what was sent.
+      if (sent !== session) session = sent;
       if (signal.aborted) return;
       const problem = cutShort(out, config);
       if (problem) return await finish('error', problem);

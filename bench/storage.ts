@@ -1,0 +1,102 @@
+// What a session costs the `agent` database on a real Harper 4.7.29 (the built component, local backend): growth of
+// the database file (tables and audit log, which is what replication ships) against the transcript's own size, per
+// append, and how long a turn takes early and late in a long run.
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { freePort, startHarper, type RunningHarper } from '../scripts/harper.js';
+
+interface Sizes {
+  /** agent.mdb: every table and the audit log. */
+  db: number;
+  audit: number;
+}
+
+async function op(h: RunningHarper, body: unknown): Promise<any> {
+  const auth = 'Basic ' + Buffer.from(`${h.admin.username}:${h.admin.password}`).toString('base64');
+  const res = await fetch(h.opsUrl, { method: 'POST', headers: { 'content-type': 'application/json', authorization: auth }, body: JSON.stringify(body) });
+  const parsed = await res.json();
+  if (res.status !== 200) throw new Error(`${JSON.stringify(body).slice(0, 80)}: ${res.status} ${JSON.stringify(parsed)}`);
+  return parsed;
+}
+
+async function sizes(h: RunningHarper): Promise<Sizes> {
+  const d = await op(h, { operation: 'describe_database', database: 'agent' });
+  const any = Object.values(d)[0] as { db_size: number; db_audit_size: number };
+  return { db: any.db_size, audit: any.db_audit_size };
+}
+
+async function runToEnd(h: RunningHarper, file: string): Promise<any> {
+  const { session_id } = await op(h, { operation: 'agent_prompt', message: `read logs/${file}` });
+  for (;;) {
+    const s = await op(h, { operation: 'get_agent_session', session_id });
+    if (s.status !== 'running') return s;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** 1 MB of log lines. */
+function writeLog(dir: string, name: string): void {
+  const lines: string[] = [];
+  for (let i = 0, size = 0; size < 1_000_000; i++) {
+    const line = `2026-12-03T10:${String(i % 60).padStart(2, '0')}:00Z [http/${i % 4}] [${i % 53 ? 'info' : 'error'}]: GET /api/records/${(i * 7919) % 100000} ${i % 97} ms\n`;
+    lines.push(line);
+    size += line.length;
+  }
+  writeFileSync(path.join(dir, name), lines.join('').slice(0, 1_000_000));
+}
+
+/** Milliseconds from each tool result to the next (one turn: model call, its append, the tool call, its append). */
+function turnTimes(messages: { role: string; at: number }[]): number[] {
+  const stamps = messages.filter((m) => m.role === 'tool').map((m) => m.at);
+  return stamps.slice(1).map((t, i) => t - stamps[i]!);
+}
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+
+export interface StorageFigures {
+  transcriptBytes: number;
+  messages: number;
+  dbGrowth: number;
+  auditGrowth: number;
+  ratio: number;
+  auditPerAppend: number;
+  turns: number;
+  turn10Ms: number;
+  turn100Ms: number;
+}
+
+export async function storageOnHarper(): Promise<StorageFigures> {
+  const rootPath = mkdtempSync(path.join(os.tmpdir(), 'harper-agent-bench-h-'));
+  const h = await startHarper({ rootPath, httpPort: await freePort(), opsPort: await freePort(), output: `${rootPath}.out` });
+  try {
+    writeLog(path.join(rootPath, 'log'), 'bench-1mb.log');
+    // 1. A 1 MB log read to its end at the default cap (64 KiB results, 32 KB pages).
+    const before = await sizes(h);
+    const s = await runToEnd(h, 'bench-1mb.log');
+    if (s.status !== 'completed') throw new Error(`the bench session ended ${s.status}: ${s.lastError}`);
+    const after = await sizes(h);
+    const appends = s.messageCount;
+    // 2. The same log at a 6 KiB cap: 3 KB pages, over a hundred turns, to time turn 10 against turn 100.
+    await op(h, { operation: 'set_agent_config', maxToolResultBytes: 6144, maxTurns: 500 });
+    const long = await runToEnd(h, 'bench-1mb.log');
+    if (long.status !== 'completed') throw new Error(`the long bench session ended ${long.status}: ${long.lastError}`);
+    const times = turnTimes(long.messages);
+    const around = (turn: number) => median(times.slice(turn - 3, turn + 2));
+    return {
+      transcriptBytes: s.bytes,
+      messages: s.messageCount,
+      dbGrowth: after.db - before.db,
+      auditGrowth: after.audit - before.audit,
+      ratio: (after.db - before.db) / s.bytes,
+      auditPerAppend: (after.audit - before.audit) / appends,
+      turns: times.length + 1,
+      turn10Ms: around(10),
+      turn100Ms: around(100),
+    };
+  } finally {
+    await h.stop();
+    rmSync(rootPath, { recursive: true, force: true });
+    rmSync(`${rootPath}.out`, { force: true });
+  }
+}
