@@ -1,5 +1,6 @@
 // A Harper cluster on this machine for the integration tests: plain Harper 4.7.29 nodes, each its own root, HOME and
-// ports, named by a loopback address (127.0.0.1, 127.0.0.2, ...: Linux routes all of 127/8 to loopback), the packed
+// ports, named by a loopback address (127.0.0.2, 127.0.0.3, ...: Linux routes all of 127/8 to loopback; not
+// 127.0.0.1, which every node's own certificate names), the packed
 // agent deployed on each with deploy_component, then joined with add_node so the agent database replicates.
 import { readFileSync, writeFileSync } from 'node:fs';
 import { freePort } from '../scripts/harper.js';
@@ -53,13 +54,13 @@ export async function eventually<T>(check: () => Promise<T>, timeoutMs = 30_000,
 }
 
 /**
- * `count` nodes (127.0.0.1, 127.0.0.2, ...), the agent deployed on each from the packed tarball (a payload: each
- * node gets its own copy), node 1 joined to every other with add_node; ready when each node lists the others as
- * connected for the agent database and each has every node's AgentNode row.
+ * `count` nodes (127.0.0.2, 127.0.0.3, ...), the agent deployed on each from the packed tarball (a payload: each
+ * node gets its own copy), node 1 joined to every other with add_node; ready when every node holds every node's
+ * AgentNode row (each writes its own at boot): a write that crossed, not a `connected` flag, which flaps.
  */
 export async function bootCluster(count: number, env: Record<string, string> = {}): Promise<ClusterNode[]> {
   const payload = readFileSync(await packedTarball()).toString('base64');
-  const booted = await Promise.allSettled(Array.from({ length: count }, (_, i) => bootNode(`127.0.0.${i + 1}`, env)));
+  const booted = await Promise.allSettled(Array.from({ length: count }, (_, i) => bootNode(`127.0.0.${i + 2}`, env)));
   const nodes = booted.flatMap((b) => (b.status === 'fulfilled' ? [b.value] : []));
   try {
     const failed = booted.find((b) => b.status === 'rejected');
@@ -91,12 +92,9 @@ async function join(nodes: ClusterNode[]): Promise<void> {
   }
   for (const node of nodes) {
     await eventually(async () => {
-      const status = await node.h.op({ operation: 'cluster_status' });
-      const peers = (status.body.connections ?? []) as { name?: string; database_sockets?: { database: string; connected: boolean }[] }[];
-      for (const other of nodes.filter((n) => n !== node)) {
-        const peer = peers.find((p) => p.name === other.name);
-        if (!peer?.database_sockets?.some((d) => d.database === 'agent' && d.connected)) throw new Error(`${node.name} not connected to ${other.name}: ${JSON.stringify(status.body)}`);
-      }
+      const r = await node.h.op({ operation: 'search_by_value', database: 'agent', table: 'AgentNode', search_attribute: 'name', search_value: '*', get_attributes: ['name'] });
+      const names = (r.body as { name: string }[]).map((x) => x.name).sort();
+      if (names.join() !== nodes.map((n) => n.name).join()) throw new Error(`${node.name} holds AgentNode rows ${names.join(', ')}`);
     }, 60_000, 250);
   }
 }
