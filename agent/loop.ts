@@ -229,13 +229,15 @@ export interface Resume {
 }
 
 /** Starts a run on a session already marked running with `runner` (agent_prompt or approve_agent_action did). */
-export function startRun(deps: LoopDeps, id: string, runner: string, resume?: Resume): ActiveRun {
+export function startRun(deps: LoopDeps, id: string, runner: string, resume?: Resume, acceptedAt = 0): ActiveRun {
   const controller = new AbortController();
   const run: ActiveRun = { controller, runner, done: Promise.resolve() };
   // A cancel answered by another worker thread writes the row; its event reaches this thread at once and stops the
-  // run here, between writes as well as inside a model or tool call.
+  // run here, between writes as well as inside a model or tool call. Only a cancel, or another run taking the session,
+  // written since this run was accepted counts: a subscription can still deliver the row's earlier writes.
   const unwatch = deps.store.watch(id, (header) => {
-    if (header.status !== 'running' || header.runner !== runner) controller.abort();
+    if (header.updatedAt < acceptedAt) return;
+    if (header.status === 'aborted' || (header.status === 'running' && header.runner !== runner)) controller.abort();
   });
   run.done = runSession(deps, id, { runner }, controller.signal, resume)
     .finally(() => unwatch.then((close) => close()))

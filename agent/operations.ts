@@ -101,7 +101,7 @@ export function createOperations(deps: OperationsDeps): Record<string, Operation
             if (error instanceof SessionNotFoundError) throw new HttpError(404, error.message);
             throw error;
           });
-        startRun(deps, id, runner);
+        startRun(deps, id, runner, undefined, session.updatedAt);
         // messageIndex: where this prompt's messages start, so a follower (the CLI) can ask for just those.
         return { session_id: id, status: 'running', messageIndex: session.messageCount - 1, node: session.node };
       },
@@ -162,7 +162,7 @@ export function createOperations(deps: OperationsDeps): Record<string, Operation
           s.status = 'running';
           s.runner = runner;
         });
-        startRun(deps, id, runner, { toolCallId, approved: input.approved as boolean });
+        startRun(deps, id, runner, { toolCallId, approved: input.approved as boolean }, session.updatedAt);
         return { session_id: id, status: 'running', approved: input.approved, messageIndex: session.messageCount };
       },
     },

@@ -130,4 +130,24 @@ describe('sessions owned by a node', () => {
     expect(after).to.include({ status: 'aborted', lastError: 'Cancelled with cancel_agent_run.' });
     expect(after.messages.map((m) => m.role)).to.deep.equal(['user']);
   });
+
+  it("a late event of the row's earlier writes (its creation, idle) does not stop a run", async () => {
+    let release!: () => void;
+    const h = harness([() => new Promise((resolve) => (release = () => resolve(text('done'))))]);
+    const s = await h.store.create({ user: 'u', provider: 'scripted', model: null });
+    const runner = newRunner(null);
+    const accepted = await h.store.mutate(s.session_id, (row) => {
+      row.status = 'running';
+      row.runner = runner;
+      return [{ role: 'user', content: 'go' }];
+    });
+    const run = startRun(h.deps, s.session_id, runner, undefined, accepted.updatedAt);
+    while (!release) await new Promise((r) => setTimeout(r, 5));
+    const queues = (h.table as unknown as { subscribers: Set<{ queue: import('node:events').EventEmitter }> }).subscribers;
+    expect(queues.size).to.equal(1);
+    for (const { queue } of queues) queue.emit('data', { id: s.session_id, type: 'put', value: { session_id: s.session_id, status: 'idle', runner: null, updatedAt: s.updatedAt } });
+    release();
+    await run.done;
+    expect((await h.store.get(s.session_id))!).to.include({ status: 'completed', lastError: null });
+  });
 });
