@@ -235,13 +235,12 @@ export class SessionStore {
       const header = toHeader(row);
       if (!header) throw new SessionNotFoundError(id);
       if (guard && (header.status !== 'running' || header.runner !== guard.runner)) throw new RunSupersededError(id);
-      const legacy = legacyMessages(row!);
       const added = (await change(header)) ?? [];
-      // A row from before AgentMessage: its transcript moves out with this write.
-      const moved = legacy ? legacy.map((m, seq) => this.putMessage(id, seq, m)) : [];
+      // A row from before AgentMessage: its transcript moves out first.
+      if (legacyMessages(row!)) await this.moveLegacyTranscript(id, row!, header);
       const at = Date.now();
-      let seq = legacy ? legacy.length : header.messageCount;
-      const puts: unknown[] = [...moved];
+      let seq = header.messageCount;
+      const puts: unknown[] = [];
       for (const m of added) {
         const stored = plainMessage({ ...m, at: m.at ?? at });
         header.bytes += jsonBytes(stored) + (seq > 0 ? 1 : 0);
