@@ -52,17 +52,13 @@ function object(properties: Record<string, unknown>, required: string[] = []) {
 export function createOperations(deps: OperationsDeps): Record<string, Operation> {
   const { store } = deps;
   const node = deps.cluster?.node ?? null;
-  const mustGet = async (id: string) => {
-    const s = await store.get(id);
+  const found = <T>(s: T | undefined, id: string): T => {
     if (!s) throw new HttpError(404, `session ${JSON.stringify(id)} not found`);
     return s;
   };
-  /** The session's row, or 404. */
-  const mustGetHeader = async (id: string) => {
-    const s = await store.header(id);
-    if (!s) throw new HttpError(404, `session ${JSON.stringify(id)} not found`);
-    return s;
-  };
+  const mustGet = async (id: string) => found(await store.get(id), id);
+  /** The session's row only (no transcript), or 404. */
+  const mustGetHeader = async (id: string) => found(await store.header(id), id);
   /** A session another node owns is run, cancelled and approved there: the operation goes to that node. */
   const ownedElsewhere = (s: SessionHeader) => !!deps.cluster && !!s.node && s.node !== node;
 
