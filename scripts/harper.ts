@@ -85,11 +85,12 @@ export function harperEnv(o: HarperOptions): NodeJS.ProcessEnv {
 export async function startHarper(o: HarperOptions, readyTimeoutMs = 60_000): Promise<RunningHarper> {
   mkdirSync(o.rootPath, { recursive: true });
   const admin = o.admin ?? DEV_ADMIN;
-  // Harper opens these too; give each instance its own so two never collide.
+  // Harper opens these too; give each instance its own so two never collide. No plain REPLICATION_PORT: with one
+  // set, Harper 4.7.29 registers its node-certificate check on that port only, and a peer connecting to the secure
+  // port is refused ("No authorization provided").
   const extraPorts = {
     MQTT_NETWORK_PORT: String(await freePort()),
     MQTT_NETWORK_SECUREPORT: String(await freePort()),
-    REPLICATION_PORT: String(await freePort()),
     REPLICATION_SECUREPORT: String(await freePort()),
   };
   const env = { ...harperEnv(o), ...extraPorts, ...o.env };
