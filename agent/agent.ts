@@ -6,9 +6,21 @@ import AjvModule from 'ajv';
 
 const Ajv = AjvModule.default ?? AjvModule;
 
+interface KeySchema {
+  type: string;
+  default?: unknown;
+  minimum?: number;
+  maximum?: number;
+  minLength?: number;
+  maxLength?: number;
+  pattern?: string;
+  enum?: unknown[];
+  description?: string;
+}
+
 export const CONFIG_SCHEMA = JSON.parse(
   readFileSync(new URL('../../schema/config.schema.json', import.meta.url), 'utf8')
-) as { properties: Record<string, { type: string; default?: unknown; minimum?: number; maximum?: number }> };
+) as { properties: Record<string, KeySchema> };
 
 export interface AgentConfig {
   provider: string;
@@ -167,4 +179,29 @@ export function withChanges(base: AgentConfig, changes: Record<string, unknown>,
 export function publicConfig(config: Partial<AgentConfig>): Record<string, unknown> {
   const { apiKey, ...rest } = config;
   return { ...rest, ...(apiKey ? { apiKey: '(set)' } : {}) };
+}
+
+const number = (n: number) => n.toLocaleString('en-US');
+
+/** A key's bounds in words, from the schema: what `harper-agent config` and the README's table both print. */
+export function boundsText(key: string): string {
+  const p = CONFIG_SCHEMA.properties[key];
+  if (!p) return '';
+  if (p.enum) return `one of ${p.enum.join(', ')}`;
+  if (p.type === 'boolean') return 'true or false';
+  if (p.type === 'integer') return `${number(p.minimum!)} to ${number(p.maximum!)}`;
+  if (p.pattern === '^https?://') return 'an http:// or https:// URL';
+  if (p.maxLength !== undefined) return `${number(p.minLength ?? 0)} to ${number(p.maxLength)} characters`;
+  return 'not empty';
+}
+
+/** A key's default as text (`unset` when the schema has none: the description says what applies then). */
+export function defaultText(key: string): string {
+  const d = CONFIG_SCHEMA.properties[key]?.default;
+  return d === undefined ? 'unset' : typeof d === 'number' ? number(d) : String(d);
+}
+
+/** A key's description from the schema. */
+export function describeKey(key: string): string {
+  return CONFIG_SCHEMA.properties[key]?.description ?? '';
 }

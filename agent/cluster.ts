@@ -39,7 +39,7 @@ export class Cluster {
 
   /** Records where this node's operations answer (AgentNode replicates, so every node learns it). */
   async announce(version: string): Promise<void> {
-    await this.table()?.put(this.node, { name: this.node, operationsUrl: this.url, version, updatedAt: Date.now() });
+    await this.table()?.put(this.node, { name: this.node, operationsUrl: this.url, version, updatedAt: new Date() });
   }
 
   /** Sends an operation to the node that owns its session, with the caller's credentials; answers what that node

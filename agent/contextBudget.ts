@@ -54,7 +54,7 @@ export class ContextLimits {
     const known = await this.failedAt(provider, model);
     if (known !== undefined && known <= failedTokens) return;
     this.learned.set(key, failedTokens);
-    await this.table?.()?.put(key, { key, failedTokens, updatedAt: Date.now() });
+    await this.table?.()?.put(key, { key, failedTokens, updatedAt: new Date() });
   }
 }
 

@@ -32,6 +32,8 @@ export interface SessionHeader {
   messageCount: number;
   /** UTF-8 bytes of the transcript as JSON (what the whole-row store used to hold). */
   bytes: number;
+  /** The session's first prompt, clipped: what an operator scanning the table (Studio, lists) reads first. */
+  title: string | null;
 }
 
 export interface Session extends SessionHeader {
@@ -77,8 +79,28 @@ export const SHRINK_ADVICE =
 export function plainMessage(m: Record<string, any>): Message {
   const out: Record<string, unknown> = { role: m.role, content: m.content };
   if (m.toolCalls) out.toolCalls = Array.from(m.toolCalls as Record<string, any>[], (c) => ({ id: c.id, name: c.name, arguments: c.arguments }));
-  for (const key of ['toolCallId', 'name', 'isError', 'cut', 'at'] as const) if (m[key] !== undefined && m[key] !== null) out[key] = m[key];
+  for (const key of ['toolCallId', 'name', 'isError', 'cut'] as const) if (m[key] !== undefined && m[key] !== null) out[key] = m[key];
+  if (m.at !== undefined && m.at !== null) out.at = millis(m.at);
   return out as unknown as Message;
+}
+
+/** A time as epoch milliseconds, from a record's Date (or its JSON text), or a number (rows stored before the Date
+ * fields). */
+function millis(value: unknown): number {
+  return value instanceof Date ? value.getTime() : typeof value === 'string' ? Date.parse(value) : Number(value ?? 0);
+}
+
+/** The longest title kept from a first prompt. */
+export const TITLE_CHARS = 120;
+
+function titleOf(prompt: string): string {
+  const flat = prompt.replace(/\s+/g, ' ').trim();
+  return flat.length > TITLE_CHARS ? `${flat.slice(0, TITLE_CHARS - 1)}…` : flat;
+}
+
+/** The header as the row is stored: times as Harper Date fields, so Studio and REST show them as dates. */
+function toRow(header: SessionHeader): Record<string, unknown> {
+  return { ...header, createdAt: new Date(header.createdAt), updatedAt: new Date(header.updatedAt) };
 }
 
 function plainApproval(p: Record<string, any>): PendingApproval {
@@ -102,19 +124,25 @@ export function toHeader(record: unknown): SessionHeader | undefined {
     pendingApprovals: Array.isArray(r.pendingApprovals) ? Array.from(r.pendingApprovals as Record<string, any>[], plainApproval) : [],
     provider: String(r.provider ?? 'local'),
     model: (r.model as string) ?? null,
-    createdAt: Number(r.createdAt ?? 0),
-    updatedAt: Number(r.updatedAt ?? 0),
+    createdAt: millis(r.createdAt),
+    updatedAt: millis(r.updatedAt),
     lastError: (r.lastError as string) ?? null,
     runner: (r.runner as string) ?? null,
     node: (r.node as string) ?? null,
     messageCount: legacy ? legacy.length : Number(r.messageCount ?? 0),
     bytes: legacy ? Buffer.byteLength(JSON.stringify(legacy)) : Number(r.bytes ?? 2),
+    title: (r.title as string) ?? (legacy ? firstPrompt(legacy) : null),
   };
 }
 
 /** A row written before transcripts moved to AgentMessage keeps its messages in the row; the next write moves them. */
 function legacyMessages(r: Record<string, unknown>): Message[] | undefined {
   return Array.isArray(r.messages) ? Array.from(r.messages as Record<string, any>[], plainMessage) : undefined;
+}
+
+function firstPrompt(messages: Message[]): string | null {
+  const prompt = messages.find((m) => m.role === 'user');
+  return prompt ? titleOf(prompt.content) : null;
 }
 
 export function sessionBytes(session: Session): number {
@@ -177,10 +205,11 @@ export class SessionStore {
       node: this.node,
       messageCount: 0,
       bytes: 2,
+      title: null,
     };
     return this.withLock(header.session_id, async () => {
       if (await this.tables.sessions().get(header.session_id)) throw new Error(`session ${header.session_id} already exists`);
-      await this.tables.sessions().put(header.session_id, { ...header });
+      await this.tables.sessions().put(header.session_id, toRow(header));
       return { ...header, messages: [] };
     });
   }
@@ -249,13 +278,14 @@ export class SessionStore {
       await Promise.all(puts);
       header.messageCount = seq;
       header.updatedAt = at;
-      await this.tables.sessions().put(id, { ...header });
+      header.title ??= firstPrompt(added);
+      await this.tables.sessions().put(id, toRow(header));
       return header;
     });
   }
 
   private putMessage(id: string, seq: number, m: Message, key = messageKey(id, seq, this.tag)) {
-    return this.tables.messages().put(key, { id: key, session_id: id, seq, ...m });
+    return this.tables.messages().put(key, { id: key, session_id: id, seq, ...m, ...(m.at !== undefined ? { at: new Date(m.at) } : {}) });
   }
 
   append(id: string, messages: Message[], guard?: RunGuard): Promise<SessionHeader> {
@@ -303,7 +333,7 @@ export class SessionStore {
       if (rewrites.length === 0) return 0;
       await Promise.all(rewrites);
       header.updatedAt = Date.now();
-      await this.tables.sessions().put(id, { ...header });
+      await this.tables.sessions().put(id, toRow(header));
       return rewrites.length;
     });
   }
@@ -322,7 +352,7 @@ export class SessionStore {
     const legacy = legacyMessages(row)!;
     await Promise.all(legacy.map((m, seq) => this.putMessage(id, seq, m)));
     header.messageCount = legacy.length;
-    await this.tables.sessions().put(id, { ...header });
+    await this.tables.sessions().put(id, toRow(header));
   }
 
   private withLock<T>(id: string, task: () => Promise<T>): Promise<T> {

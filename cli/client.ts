@@ -36,9 +36,12 @@ export function connectionFrom(flags: { url?: string; user?: string; password?: 
   } catch {
     throw new CliError(EXIT.usage, `--url ${JSON.stringify(raw)} is not a URL; use the operations API URL, e.g. http://localhost:9925/`);
   }
-  const username = flags.user ?? env.HARPER_AGENT_USER ?? env.CLI_TARGET_USERNAME ?? (url.username ? decodeURIComponent(url.username) : undefined);
-  const password = flags.password ?? env.HARPER_AGENT_PASSWORD ?? env.CLI_TARGET_PASSWORD ?? (url.password ? decodeURIComponent(url.password) : undefined);
+  // An empty env var counts as unset, as in a shell's `HARPER_AGENT_USER= harper-agent …`.
+  const username = flags.user ?? (env.HARPER_AGENT_USER || env.CLI_TARGET_USERNAME || (url.username ? decodeURIComponent(url.username) : undefined));
+  const password = flags.password ?? (env.HARPER_AGENT_PASSWORD || env.CLI_TARGET_PASSWORD || (url.password ? decodeURIComponent(url.password) : undefined));
   if (username !== undefined && password === undefined) throw new CliError(EXIT.usage, `a user (${username}) needs a password: --password or HARPER_AGENT_PASSWORD`);
+  // Never send a password without its user: the request would go out with no credentials at all.
+  if (password !== undefined && username === undefined) throw new CliError(EXIT.usage, 'a password needs a user: --user or HARPER_AGENT_USER');
   url.username = '';
   url.password = '';
   return { url: url.href, username, password };

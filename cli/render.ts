@@ -1,5 +1,6 @@
 // What the CLI prints: a run's tool calls and result sizes as they happen, a progress line, session tables and
 // transcripts. Pure functions of the feed's data, so the unit tests check the exact lines.
+import { boundsText, CONFIG_KEYS, defaultText } from '../agent/agent.js';
 import type { MessageView } from '../agent/sessionFeed.js';
 
 export const formatBytes = (n: number) => `${n.toLocaleString('en-US')} bytes`;
@@ -100,7 +101,7 @@ export class Progress {
   }
 }
 
-function table(header: string[], rows: string[][], numeric: Set<number>): string {
+function table(header: string[], rows: string[][], numeric: Set<number> = new Set()): string {
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
   const line = (cells: string[]) =>
     cells
@@ -151,11 +152,12 @@ export function transcript(s: { session_id: string; status: string; provider: st
   return out.join('\n');
 }
 
+/** `config`: every agent.* key with the value in force (default or set), its default and its bounds, from the schema;
+ * then what a set_agent_config stored, when it answers one. */
 export function configLines(answer: Record<string, unknown>): string {
   const { persisted, ...config } = answer;
-  const lines = Object.keys(config)
-    .sort()
-    .map((k) => `${k} = ${JSON.stringify(config[k])}`);
+  const shown = (v: unknown) => (v === undefined ? '(unset)' : typeof v === 'number' ? v.toLocaleString('en-US') : typeof v === 'string' ? v : JSON.stringify(v));
+  const lines = [table(['KEY', 'IN FORCE', 'DEFAULT', 'BOUNDS'], CONFIG_KEYS.map((k) => [k, shown(config[k]), defaultText(k), boundsText(k)]))];
   if (persisted && typeof persisted === 'object') {
     const stored = Object.entries(persisted).map(([k, v]) => (v === null ? `${k} (taken back)` : `${k} = ${JSON.stringify(v)}`));
     lines.push(`stored in agent.AgentSetting: ${stored.join(', ')}`);

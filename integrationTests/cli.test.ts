@@ -4,6 +4,7 @@ import { expect } from 'chai';
 import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
+import { CONFIG_SCHEMA } from '../agent/agent.js';
 import { messageBytes } from '../agent/session.js';
 import { freePort, REPO } from '../scripts/harper.js';
 import { providerSuite, useLocal } from './providerSuite.js';
@@ -153,16 +154,24 @@ describe('harper-agent CLI against a real Harper', function () {
   it('config shows the agent.* config and sets keys; a bad value is a 400 naming the key (exit 7)', async () => {
     const shown = await runCli(['config']);
     expect(shown.code).to.equal(0);
-    expect(shown.stdout.split('\n')).to.include('maxToolResultBytes = 65536');
+    // Columns are as wide as their longest value (a baseUrl set by another test widens them): compare cells.
+    const row = (out: string, key: string) => out.split('\n').find((l) => l.startsWith(`${key} `))?.split(/\s{2,}/);
+    expect(row(shown.stdout, 'maxToolResultBytes')).to.deep.equal(['maxToolResultBytes', '65,536', '65,536', '1,024 to 1,048,576']);
+    expect(row(shown.stdout, 'contextWindowTokens')).to.deep.equal(['contextWindowTokens', '(unset)', 'unset', '1,024 to 10,000,000']);
+    expect(shown.stdout.split('\n')).to.have.length(2 + Object.keys(CONFIG_SCHEMA.properties).length); // header, keys, final newline
     const set = await runCli(['config', 'maxTurns=7', 'autoApprove=false']);
     expect(set.code, set.stderr).to.equal(0);
-    expect(set.stdout.split('\n')).to.include.members(['maxTurns = 7', 'autoApprove = false', 'stored in agent.AgentSetting: maxTurns = 7, autoApprove = false']);
+    expect(row(set.stdout, 'maxTurns')).to.deep.equal(['maxTurns', '7', '50', '1 to 500']);
+    expect(row(set.stdout, 'autoApprove')).to.deep.equal(['autoApprove', 'false', 'false', 'true or false']);
+    expect(set.stdout.split('\n')).to.include('stored in agent.AgentSetting: maxTurns = 7, autoApprove = false');
     expect((await suite.h.op({ operation: 'get_agent_config' })).body.maxTurns).to.equal(7);
     const bad = await runCli(['config', 'maxToolResultBytes=1023']);
     expect(bad.code).to.equal(7);
     expect(bad.stderr).to.match(/^harper-agent: 400: .*maxToolResultBytes/);
     expect((await suite.h.op({ operation: 'get_agent_config' })).body.maxToolResultBytes).to.equal(65536);
-    expect((await runCli(['config', 'maxTurns=null'])).stdout.split('\n')).to.include.members(['maxTurns = 50', 'stored in agent.AgentSetting: maxTurns (taken back)']);
+    const back = await runCli(['config', 'maxTurns=null']);
+    expect(row(back.stdout, 'maxTurns')).to.deep.equal(['maxTurns', '50', '50', '1 to 500']);
+    expect(back.stdout.split('\n')).to.include('stored in agent.AgentSetting: maxTurns (taken back)');
   });
 
   it('says what went wrong and what to do: connection refused, 401, 403, 404, 409, usage', async () => {
@@ -191,6 +200,9 @@ describe('harper-agent CLI against a real Harper', function () {
     const conflict = await runCli(['cancel', done.session_id]);
     expect(conflict.code).to.equal(6);
     expect(conflict.stderr).to.equal(`harper-agent: 409 Conflict: session ${done.session_id} is completed: there is no run to cancel.\n`);
+
+    const noUser = await runCli(['sessions', '--password', 'p'], { HARPER_AGENT_USER: '' });
+    expect([noUser.code, noUser.stderr]).to.deep.equal([2, 'harper-agent: a password needs a user: --user or HARPER_AGENT_USER\n']);
 
     const usage = await runCli(['approve', 'only-one-arg']);
     expect(usage.code).to.equal(2);

@@ -79,7 +79,7 @@ describe('the agent on a real Harper host', function () {
     const l = await h.op({ operation: 'list_agent_sessions', limit: 2 });
     expect(l.status).to.equal(200);
     expect(l.body).to.have.length(2);
-    expect(l.body[0]).to.have.keys('session_id', 'user', 'status', 'provider', 'model', 'createdAt', 'updatedAt', 'lastError', 'runner', 'node', 'messageCount', 'bytes', 'pendingApprovals');
+    expect(l.body[0]).to.have.keys('session_id', 'user', 'status', 'provider', 'model', 'createdAt', 'updatedAt', 'lastError', 'runner', 'node', 'messageCount', 'bytes', 'pendingApprovals', 'title');
     const c = await h.op({ operation: 'get_agent_config' });
     expect(c.body).to.include({ provider: 'local', maxToolResultBytes: 65536, autoApprove: false });
   });

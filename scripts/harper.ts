@@ -44,6 +44,8 @@ export interface HarperOptions {
   admin?: { username: string; password: string };
   /** Harper's own defaults mode for a first boot: dev (authorizeLocal on) or prod. */
   mode?: 'dev' | 'prod';
+  /** `run` (default), or `dev`: Harper reloads the component when its files change and opens an inspector. */
+  command?: 'run' | 'dev';
   /** The component folder Harper runs (default: this repository); null runs a plain Harper with only the
    * components installed in its root, as an operator's instance before deploy_component. */
   component?: string | null;
@@ -96,7 +98,7 @@ export async function startHarper(o: HarperOptions, readyTimeoutMs = 60_000): Pr
   const env = { ...harperEnv(o), ...extraPorts, ...o.env };
   const out = o.output === undefined || o.output === 'inherit' ? 'inherit' : openSync(o.output, 'a');
   const component = o.component === undefined ? REPO : o.component;
-  const child = spawn(process.execPath, [path.join(REPO, 'node_modules/harperdb/bin/harperdb.js'), 'run', ...(component ? [component] : []), ...(o.args ?? [])], {
+  const child = spawn(process.execPath, [path.join(REPO, 'node_modules/harperdb/bin/harperdb.js'), o.command ?? 'run', ...(component ? [component] : []), ...(o.args ?? [])], {
     env,
     stdio: ['ignore', out, out],
   });

@@ -2,7 +2,7 @@
 import { expect } from 'chai';
 import { CliError, connectionFrom, EXIT, httpFailure, parseEvent } from '../cli/client.js';
 import { main, parseAssignments } from '../cli/main.js';
-import { Progress, resultLine, runLines, sessionsTable } from '../cli/render.js';
+import { configLines, Progress, resultLine, runLines, sessionsTable } from '../cli/render.js';
 
 describe('CLI', () => {
   it('takes the connection from flags, then env, then the URL; credentials never stay in the URL', () => {
@@ -12,6 +12,31 @@ describe('CLI', () => {
     expect(connectionFrom({ url: 'h:2', user: 'x', password: 'y' }, { HARPER_AGENT_USER: 'ignored' })).to.deep.equal({ url: 'http://h:2/', username: 'x', password: 'y' });
     expect(connectionFrom({}, { CLI_TARGET_USERNAME: 'hdb', CLI_TARGET_PASSWORD: 'pw' })).to.include({ username: 'hdb', password: 'pw' });
     expect(() => connectionFrom({ user: 'x' }, {})).to.throw(CliError, 'a user (x) needs a password');
+    const noUser = (() => {
+      try {
+        connectionFrom({ password: 'p' }, {});
+      } catch (error) {
+        return error as CliError;
+      }
+    })();
+    expect(noUser).to.be.instanceOf(CliError);
+    expect([noUser!.exitCode, noUser!.message]).to.deep.equal([EXIT.usage, 'a password needs a user: --user or HARPER_AGENT_USER']);
+    expect(connectionFrom({ password: 'p' }, { HARPER_AGENT_USER: 'u' })).to.include({ username: 'u', password: 'p' });
+  });
+
+  it('config: every key with the value in force, its default and bounds, unset keys included', () => {
+    const lines = configLines({ provider: 'openai', maxTurns: 7, maxToolResultBytes: 65536, autoApprove: false, maxTokens: 4096, requestTimeoutMs: 120000, maxRetries: 2, apiKey: '(set)', persisted: { maxTurns: 7, model: null } }).split('\n');
+    expect(lines).to.have.length(14);
+    expect(lines[0]).to.equal('KEY                  IN FORCE  DEFAULT  BOUNDS');
+    expect(lines).to.include.members([
+      'provider             openai    local    one of local, openai, anthropic, bedrock',
+      'model                (unset)   unset    1 to 256 characters',
+      'maxTurns             7         50       1 to 500',
+      'maxToolResultBytes   65,536    65,536   1,024 to 1,048,576',
+      'apiKey               (set)     unset    not empty',
+      'contextWindowTokens  (unset)   unset    1,024 to 10,000,000',
+      'stored in agent.AgentSetting: maxTurns = 7, model (taken back)',
+    ]);
   });
 
   it('maps statuses to exit codes and advice', () => {

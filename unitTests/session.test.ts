@@ -42,6 +42,24 @@ describe('SessionStore', () => {
     expect(back.bytes).to.equal(Buffer.byteLength(JSON.stringify(back.messages)));
   });
 
+  it('stores rows for people reading the table: Date times and the first prompt, clipped, as the title', async () => {
+    const { store, table, messages } = memoryStore();
+    const s = await store.create({ user: 'u', provider: 'local', model: null });
+    expect(JSON.parse(table.rows.get(s.session_id)!)).to.include({ title: null, createdAt: new Date(s.createdAt).toISOString() });
+    const prompt = `why is\n\nreplication   lagging ${'x'.repeat(200)}`;
+    await store.append(s.session_id, [{ role: 'user', content: prompt, at: 1_796_283_665_686 }]);
+    await store.append(s.session_id, [{ role: 'user', content: 'a second prompt' }]);
+    const row = JSON.parse(table.rows.get(s.session_id)!);
+    expect(row.title).to.equal(`why is replication lagging ${'x'.repeat(92)}…`);
+    expect(row.title).to.have.length(120);
+    expect(row.updatedAt).to.match(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+    expect(JSON.parse([...messages.rows.values()][0]!).at).to.equal('2026-12-03T07:41:05.686Z');
+    // Read back as numbers, as the operations answer them.
+    const back = (await store.get(s.session_id))!;
+    expect(back.messages[0]!.at).to.equal(1_796_283_665_686);
+    expect(back).to.include({ title: row.title, updatedAt: Date.parse(row.updatedAt) });
+  });
+
   it('a change that throws writes nothing', async () => {
     const { store, table } = memoryStore();
     const s = await store.create({ user: 'u', provider: 'local', model: null });

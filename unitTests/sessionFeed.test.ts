@@ -8,7 +8,7 @@ import { memoryStore } from './helpers.js';
 
 function session(messages: Message[], fields: Partial<Session> = {}): Session {
   const sizes = { messageCount: messages.length, bytes: Buffer.byteLength(JSON.stringify(messages)) };
-  return { session_id: 's1', user: 'admin', status: 'running', messages, pendingApprovals: [], provider: 'local', model: null, createdAt: 1, updatedAt: 2, lastError: null, runner: 'r', node: null, ...sizes, ...fields };
+  return { session_id: 's1', user: 'admin', status: 'running', messages, pendingApprovals: [], provider: 'local', model: null, createdAt: 1, updatedAt: 2, lastError: null, runner: 'r', node: null, title: null, ...sizes, ...fields };
 }
 
 const read: Message = { role: 'assistant', content: '', toolCalls: [{ id: 'c1', name: 'read_file', arguments: { path: 'a.log' } }] };

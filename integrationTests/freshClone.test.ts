@@ -1,0 +1,148 @@
+// The first ten minutes of a new operator, on a fresh clone of this repository (its committed state): `npm install`
+// leaves the lockfile as committed, `npm start` boots a Harper that asks every request for credentials, opens no
+// inspector and does not reload when the CLI runs, and the README's CLI line works at once, three times in parallel.
+import { expect } from 'chai';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, symlinkSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { DEV_ADMIN, freePort, REPO } from '../scripts/harper.js';
+
+const run = promisify(execFile);
+
+/** The TCP ports a process listens on, from /proc: its socket inodes matched against the kernel's listen table. */
+export function listeningPorts(pid: number): number[] {
+  const inodes = new Set<string>();
+  for (const fd of readdirSync(`/proc/${pid}/fd`)) {
+    try {
+      const m = /^socket:\[(\d+)\]$/.exec(readlinkSync(`/proc/${pid}/fd/${fd}`));
+      if (m) inodes.add(m[1]!);
+    } catch {
+      // closed while we looked
+    }
+  }
+  const ports = new Set<number>();
+  for (const table of ['/proc/net/tcp', '/proc/net/tcp6']) {
+    for (const line of readFileSync(table, 'utf8').split('\n').slice(1)) {
+      const f = line.trim().split(/\s+/);
+      if (f[3] === '0A' && inodes.has(f[9]!)) ports.add(parseInt(f[1]!.split(':')[1]!, 16));
+    }
+  }
+  return [...ports].sort((a, b) => a - b);
+}
+
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+describe('a fresh clone, as a new operator uses it', function () {
+  this.timeout(300_000);
+  let clone: string;
+  let root: string;
+
+  before(async () => {
+    clone = mkdtempSync(path.join(os.tmpdir(), 'harper-agent-clone-'));
+    root = mkdtempSync(path.join(os.tmpdir(), 'harper-agent-start-'));
+    await run('git', ['clone', '--quiet', REPO, clone]);
+  });
+  after(() => {
+    rmSync(clone, { recursive: true, force: true });
+    rmSync(root, { recursive: true, force: true });
+  });
+
+  it('npm install leaves the committed lockfile as it is: git status is clean', async () => {
+    // The lockfile npm would write, resolved from the committed package.json and lockfile (npm's cache, no download).
+    await run('npm', ['install', '--package-lock-only', '--ignore-scripts', '--no-audit', '--no-fund', '--prefer-offline'], { cwd: clone });
+    expect((await run('git', ['status', '--porcelain'], { cwd: clone })).stdout).to.equal('');
+  });
+
+  describe('npm start', () => {
+    let npm: ChildProcess;
+    let output = '';
+    let harperPid = 0;
+    let opsUrl: string;
+    let httpUrl: string;
+
+    before(async function () {
+      this.timeout(300_000);
+      // The installed packages of this checkout (a second install would download nothing new and take minutes).
+      symlinkSync(path.join(REPO, 'node_modules'), path.join(clone, 'node_modules'));
+      const httpPort = await freePort();
+      const opsPort = await freePort();
+      opsUrl = `http://127.0.0.1:${opsPort}/`;
+      httpUrl = `http://127.0.0.1:${httpPort}/`;
+      // Its own process group, so the test can stop npm, the start script and Harper together.
+      npm = spawn('npm', ['start'], { cwd: clone, detached: true, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ROOTPATH: root, HTTP_PORT: String(httpPort), OPERATIONSAPI_NETWORK_PORT: String(opsPort) } });
+      npm.stdout!.on('data', (d: Buffer) => (output += d.toString()));
+      npm.stderr!.on('data', (d: Buffer) => (output += d.toString()));
+      const deadline = Date.now() + 240_000;
+      while (!(harperPid = Number(/harper-agent is ready \(Harper PID (\d+)\)/.exec(output)?.[1] ?? 0))) {
+        if (npm.exitCode !== null || Date.now() > deadline) throw new Error(`npm start did not get ready:\n${output.slice(-3000)}`);
+        await new Promise((r) => setTimeout(r, 200));
+      }
+    });
+    after(async function () {
+      this.timeout(60_000);
+      if (npm?.pid && npm.exitCode === null) {
+        const exited = new Promise((r) => npm.once('exit', r));
+        process.kill(-npm.pid, 'SIGINT');
+        await Promise.race([exited, new Promise((r) => setTimeout(r, 20_000))]);
+      }
+      if (harperPid && alive(harperPid)) process.kill(harperPid, 'SIGKILL');
+    });
+
+    it('prints where everything is, and the README CLI line works right away, three calls at once', async () => {
+      expect(output).to.include(`Operations API: http://localhost:${new URL(opsUrl).port}/`);
+      expect(output).to.include('Every request needs credentials');
+      const env = { ...process.env, HARPER_AGENT_URL: opsUrl, HARPER_AGENT_USER: DEV_ADMIN.username, HARPER_AGENT_PASSWORD: DEV_ADMIN.password };
+      const calls = await Promise.all(
+        ['first', 'second', 'third'].map((n) =>
+          run('npx', ['harper-agent', 'prompt', `say hello, ${n}`], { cwd: clone, env }).then(
+            (r) => ({ code: 0, ...r }),
+            (e: { code: number; stdout: string; stderr: string }) => ({ code: e.code, stdout: e.stdout, stderr: e.stderr })
+          )
+        )
+      );
+      for (const c of calls) {
+        expect(c.code, c.stderr).to.equal(0);
+        expect(c.stdout).to.match(/^session \S+\n/);
+      }
+      expect(new Set(calls.map((c) => c.stdout.split('\n')[0])).size).to.equal(3);
+      // Nothing reloaded Harper (npx marks the CLI executable in the component): the same process answers.
+      expect(alive(harperPid)).to.equal(true);
+      expect(output).to.not.include('Reloaded HarperDB components');
+    });
+
+    it('asks for credentials: the admin page and the operations API answer 401 without them', async () => {
+      const page = await fetch(`${httpUrl}agent/`);
+      expect(page.status).to.equal(401);
+      const op = await fetch(opsUrl, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ operation: 'list_agent_sessions' }) });
+      expect(op.status).to.equal(401);
+      const harperOwn = await fetch(opsUrl, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ operation: 'describe_all' }) });
+      expect(harperOwn.status).to.equal(401);
+    });
+
+    it('opens no inspector: Harper listens on its HTTP, operations, MQTT and replication ports only', () => {
+      const ports = listeningPorts(harperPid);
+      expect(ports).to.include.members([Number(new URL(httpUrl).port), Number(new URL(opsUrl).port)]);
+      expect(ports).to.not.include(9229);
+      expect(ports.filter((p) => p >= 9229 && p <= 9240)).to.deep.equal([]);
+      expect(ports).to.have.length(5); // http, operations, mqtt, mqtt secure, replication secure
+    });
+
+    it('Ctrl-C stops npm start and Harper with it', async () => {
+      const exited = new Promise<number | null>((r) => npm.once('exit', (code) => r(code)));
+      process.kill(-npm.pid!, 'SIGINT');
+      await exited;
+      const deadline = Date.now() + 15_000;
+      while (alive(harperPid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+      expect(alive(harperPid)).to.equal(false);
+    });
+  });
+});
