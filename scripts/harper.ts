@@ -3,9 +3,10 @@
 // integration harness and the bench.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
-import { mkdirSync, openSync } from 'node:fs';
+import { existsSync, mkdirSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { parseDocument } from 'yaml';
 
 /** The repository root (this file runs from dist/scripts/). */
 export const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
@@ -79,9 +80,21 @@ export function harperEnv(o: HarperOptions): NodeJS.ProcessEnv {
     REPLICATION_HOSTNAME: 'localhost',
     HTTP_PORT: String(o.httpPort),
     OPERATIONSAPI_NETWORK_PORT: String(o.opsPort),
-    THREADS_DEBUG: 'false',
     ...o.env,
   };
+}
+
+/** Turns trust in local requests (`authentication.authorizeLocal`) and the inspector (`threads.debug`) on or off in a
+ * root's config file; false when there is no file yet (DEFAULTS_MODE decides) or nothing changed. Not as env vars:
+ * Harper 4.7.29 reads AUTHENTICATION_AUTHORIZELOCAL=false or THREADS_DEBUG=false as the text "false", which is truthy. */
+export function setModeInConfig(file: string, on: boolean): boolean {
+  if (!existsSync(file)) return false; // a first boot: DEFAULTS_MODE decides
+  const doc = parseDocument(readFileSync(file, 'utf8'));
+  if (doc.getIn(['authentication', 'authorizeLocal']) === on && doc.getIn(['threads', 'debug']) === on) return false;
+  doc.setIn(['authentication', 'authorizeLocal'], on);
+  doc.setIn(['threads', 'debug'], on);
+  writeFileSync(file, doc.toString());
+  return true;
 }
 
 export async function startHarper(o: HarperOptions, readyTimeoutMs = 60_000): Promise<RunningHarper> {

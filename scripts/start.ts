@@ -6,7 +6,7 @@
 // super_user.
 import os from 'node:os';
 import path from 'node:path';
-import { DEV_ADMIN, startHarper } from './harper.js';
+import { DEV_ADMIN, setModeInConfig, startHarper } from './harper.js';
 
 // Outside the repository: Harper reloads a component when files change in it, and a root inside it (its database
 // and log files) would reload it without end.
@@ -17,11 +17,13 @@ const opsPort = Number(process.env.OPERATIONSAPI_NETWORK_PORT ?? 9925);
 
 const dev = process.argv.includes('--dev');
 const args = process.argv.slice(2).filter((a) => a !== '--dev');
-// Applied on every boot, so a root first booted with dev defaults is locked down too; an env var the operator set wins.
-const security: Record<string, string> = dev
-  ? { DEFAULTS_MODE: 'dev', AUTHENTICATION_AUTHORIZELOCAL: 'true' }
-  : { DEFAULTS_MODE: 'prod', AUTHENTICATION_AUTHORIZELOCAL: 'false', THREADS_DEBUG: 'false', HTTP_SECUREPORT: 'null', OPERATIONSAPI_NETWORK_SECUREPORT: 'null' };
-const env = Object.fromEntries(Object.entries(security).filter(([k]) => process.env[k] === undefined));
+
+// A root booted before keeps its config: dev or not is set in its file, every boot.
+setModeInConfig(path.join(rootPath, 'harperdb-config.yaml'), dev);
+// Production defaults open HTTPS on 9926 and 9925, the ports the plain HTTP_PORT and operations port default to:
+// without certificates an operator set up, no secure ports (an env var the operator set wins).
+const modeEnv: Record<string, string> = dev ? { DEFAULTS_MODE: 'dev' } : { DEFAULTS_MODE: 'prod', HTTP_SECUREPORT: 'null', OPERATIONSAPI_NETWORK_SECUREPORT: 'null' };
+const env = Object.fromEntries(Object.entries(modeEnv).filter(([k]) => process.env[k] === undefined));
 
 console.log(`Starting Harper (root ${rootPath}) with the harper-agent component${dev ? ' in dev mode' : ''}...`);
 const harper = await startHarper({ rootPath, httpPort, opsPort, admin, env, command: dev ? 'dev' : 'run', output: 'inherit', args }, 120_000);
