@@ -89,7 +89,7 @@ describe('a fresh clone, as a new operator uses it', function () {
     });
     after(async function () {
       this.timeout(60_000);
-      if (npm?.pid && npm.exitCode === null) {
+      if (npm?.pid && npm.exitCode === null && npm.signalCode === null) {
         const exited = new Promise((r) => npm.once('exit', r));
         process.kill(-npm.pid, 'SIGINT');
         await Promise.race([exited, new Promise((r) => setTimeout(r, 20_000))]);
