@@ -6,7 +6,9 @@ const bytes = (n) => `${Number(n).toLocaleString('en-US')} B`;
 const CUT_TITLES = {
   cap: 'cut to agent.maxToolResultBytes when it was stored',
   context: 'cut to 2 KiB after the model rejected the conversation as longer than its context window',
+  workingSet: 'cut to 2 KiB before a model call: older than the working set of newest results kept whole (agent.workingSetBytes)',
 };
+const CUT_LABELS = { cap: 'cut: cap', context: 'cut: context window', workingSet: 'cut: working set' };
 
 /** The session list, kept by id, newest first. */
 const sessions = new Map();
@@ -88,7 +90,7 @@ function messageItem(m) {
     'div',
     { class: 'message-head' },
     el('span', { class: 'who' }, who),
-    m.cut ? el('span', { class: `badge cut ${m.cut}`, title: CUT_TITLES[m.cut] }, m.cut === 'cap' ? 'cut: cap' : 'cut: context window') : null,
+    m.cut ? el('span', { class: `badge cut ${m.cut}`, title: CUT_TITLES[m.cut] }, CUT_LABELS[m.cut]) : null,
     failed ? el('span', { class: 'badge error' }, 'error') : null,
     m.at ? el('time', { datetime: new Date(m.at).toISOString() }, new Date(m.at).toLocaleTimeString()) : null,
     el('span', { class: 'bytes', title: 'UTF-8 bytes of the content (and tool calls)' }, bytes(m.bytes))

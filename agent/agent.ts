@@ -27,6 +27,7 @@ export interface AgentConfig {
   model?: string;
   maxTurns: number;
   maxToolResultBytes: number;
+  workingSetBytes: number;
   autoApprove: boolean;
   maxTokens: number;
   apiKey?: string;

@@ -9,7 +9,7 @@ import { Models } from '../resources/models/models.js';
 import type { GenerateOutput, Message, ModelBackend, ToolCall, ToolMessage } from '../resources/models/types.js';
 import type { AgentConfig } from './agent.js';
 import { contextBudget, estimateTokens, type ContextLimits } from './contextBudget.js';
-import { RunSupersededError, type RunGuard, type Session, type SessionHeader, type SessionStore } from './session.js';
+import { RunSupersededError, workingSetCuts, type RunGuard, type Session, type SessionHeader, type SessionStore } from './session.js';
 import { SYSTEM_PROMPT } from './systemPrompt.js';
 import type { ToolRegistry } from './tools/index.js';
 import type { Scopes } from './tools/scopes.js';
@@ -124,7 +124,7 @@ export interface Turn {
  */
 export async function generateTurn(deps: LoopDeps, current: Session, req: TurnRequest): Promise<Turn> {
   const id = current.session_id;
-  const { session, estimate } = await fitBudget(deps, current, req);
+  const { session, estimate } = await fitBudget(deps, await keepWorkingSet(deps, current, req), req);
   try {
     return { out: await callModel(deps, session, req), sent: session };
   } catch (error) {
@@ -151,6 +151,15 @@ export async function generateTurn(deps: LoopDeps, current: Session, req: TurnRe
       throw retryError;
     }
   }
+}
+
+/** Before each model call: results older than the working set are cut (stored, so the transcript stays what was sent). */
+async function keepWorkingSet(deps: LoopDeps, current: Session, req: TurnRequest): Promise<Session> {
+  const budget = req.config.workingSetBytes;
+  // Decided on the run's own copy first: the store reads the transcript only when there is something to cut.
+  if (!budget || workingSetCuts(current.messages, budget).length === 0) return current;
+  const cut = await deps.store.trimToWorkingSet(current.session_id, budget, req.guard);
+  return cut ? (await deps.store.get(current.session_id))! : current;
 }
 
 /**

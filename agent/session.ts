@@ -1,7 +1,7 @@
 // The session store: owns the AgentSession table. Every change to a session runs through `mutate`, which holds
 // the session's lock across read, change and whole-row put, so concurrent writers never lose a message.
 import { randomUUID } from 'node:crypto';
-import { truncateWithMarker } from '../resources/models/agentLoop.js';
+import { cursorFirst, truncateWithMarker } from '../resources/models/agentLoop.js';
 import type { Message, ToolCall } from '../resources/models/types.js';
 
 export type SessionStatus = 'idle' | 'running' | 'awaiting_approval' | 'completed' | 'aborted' | 'error';
@@ -68,11 +68,43 @@ export class SessionNotFoundError extends Error {
   }
 }
 
-/** The context-window shrink: results over this are cut to a head of the same size. */
+/** The context-window shrink and the working set: results over this are cut to a head of the same size. */
 export const SHRINK_THRESHOLD_BYTES = 2048;
 export const SHRINK_REASON = 'cut to 2 KiB after the model rejected the conversation as longer than its context window';
 export const SHRINK_ADVICE =
   'read less at a time (a smaller lineCount, tail_file with fewer lines, a narrower grep pattern or path)';
+export const WORKING_SET_REASON = 'cut to 2 KiB: older than the working set (agent.workingSetBytes) of newest results kept whole';
+export const WORKING_SET_ADVICE = 'if you need this page again, read it again from its cursor above (path, offset, startLine)';
+
+/** A tool result cut to a 2 KiB head, its cursor fields first so they survive the cut. */
+export function cutToHead(content: string, reason: string, advice: string): string {
+  return truncateWithMarker(cursorFirst(content), SHRINK_THRESHOLD_BYTES, advice, reason);
+}
+
+/**
+ * The working set: which tool results (indices into `messages`) to cut before the next model call. Newest first,
+ * results stay whole while the tool results of the request (whole ones, plus every older one at its 2 KiB head) fit
+ * in `budgetBytes`; the newest result always stays whole. Results of at most 2 KiB are never picked, so a result cut
+ * to its head (by the working set or a context-window shrink) is never cut again; one cut by the cap can be.
+ */
+export function workingSetCuts(messages: readonly Message[], budgetBytes: number): number[] {
+  const tools = messages.flatMap((m, i) => (m.role === 'tool' ? [{ i, bytes: Buffer.byteLength(m.content) }] : []));
+  // What the results older than each one cost at most once cut: their head, or themselves when they are small.
+  let older = tools.reduce((sum, t) => sum + Math.min(t.bytes, SHRINK_THRESHOLD_BYTES), 0);
+  let whole = 0;
+  let full = false;
+  const cuts: number[] = [];
+  for (let k = tools.length - 1; k >= 0; k--) {
+    const t = tools[k]!;
+    older -= Math.min(t.bytes, SHRINK_THRESHOLD_BYTES);
+    if (!full && (k === tools.length - 1 || whole + t.bytes + older <= budgetBytes)) whole += t.bytes;
+    else {
+      full = true; // once one result is cut, every older one is cut too: the newest stay whole, not the smallest
+      if (t.bytes > SHRINK_THRESHOLD_BYTES) cuts.push(t.i);
+    }
+  }
+  return cuts.reverse();
+}
 
 /** A message as plain data. Harper's nested objects carry their fields as inherited getters, which a spread drops,
  * so each field is copied by name; tool-call arguments are read-only and kept as they are. */
@@ -309,7 +341,26 @@ export class SessionStore {
    * just those message records. Cut results are at most 2 KiB, so they are never picked again: calling it again
    * reaches an older group. Returns how many results were cut (0: nothing left to cut).
    */
-  async shrinkNewestToolResults(id: string, guard?: RunGuard): Promise<number> {
+  shrinkNewestToolResults(id: string, guard?: RunGuard): Promise<number> {
+    return this.cutResults(id, guard, 'context', (messages) => {
+      const groups = toolResultGroups(messages);
+      for (let g = groups.length - 1; g >= 0; g--) {
+        const picked = groups[g]!.filter((i) => messages[i]!.role === 'tool' && Buffer.byteLength(messages[i]!.content) > SHRINK_THRESHOLD_BYTES);
+        if (picked.length) return picked;
+      }
+      return [];
+    });
+  }
+
+  /** Cuts the tool results older than the working set (`workingSetCuts`) to 2 KiB heads. Returns how many. */
+  trimToWorkingSet(id: string, budgetBytes: number, guard?: RunGuard): Promise<number> {
+    return this.cutResults(id, guard, 'workingSet', (messages) => workingSetCuts(messages, budgetBytes));
+  }
+
+  /** The one path that cuts stored results: under the session's lock, the picked messages' records are rewritten
+   * with a 2 KiB head and their cut reason; the row's bytes follow. */
+  private async cutResults(id: string, guard: RunGuard | undefined, reason: 'context' | 'workingSet', pick: (messages: Message[]) => number[]): Promise<number> {
+    const [text, advice] = reason === 'context' ? [SHRINK_REASON, SHRINK_ADVICE] : [WORKING_SET_REASON, WORKING_SET_ADVICE];
     return this.withLock(id, async () => {
       const row = (await this.tables.sessions().get(id)) as Record<string, unknown> | undefined;
       const header = toHeader(row);
@@ -318,23 +369,19 @@ export class SessionStore {
       if (legacyMessages(row!)) await this.moveLegacyTranscript(id, row!, header);
       const keyed = await this.readKeyedMessages(id);
       const messages = keyed.map((k) => k.message);
-      const groups = toolResultGroups(messages);
-      const rewrites: unknown[] = [];
-      for (let g = groups.length - 1; g >= 0 && rewrites.length === 0; g--) {
-        for (const index of groups[g]!) {
+      const picked = pick(messages);
+      if (picked.length === 0) return 0;
+      await Promise.all(
+        picked.map((index) => {
           const m = messages[index]!;
-          if (m.role !== 'tool' || Buffer.byteLength(m.content) <= SHRINK_THRESHOLD_BYTES) continue;
-          const cut: Message = { ...m, content: truncateWithMarker(m.content, SHRINK_THRESHOLD_BYTES, SHRINK_ADVICE, SHRINK_REASON), cut: 'context' };
-          const stored = plainMessage(cut);
+          const stored = plainMessage({ ...m, content: cutToHead(m.content, text, advice), cut: reason });
           header.bytes += jsonBytes(stored) - jsonBytes(m);
-          rewrites.push(this.putMessage(id, keyed[index]!.seq, stored, keyed[index]!.key));
-        }
-      }
-      if (rewrites.length === 0) return 0;
-      await Promise.all(rewrites);
+          return this.putMessage(id, keyed[index]!.seq, stored, keyed[index]!.key);
+        })
+      );
       header.updatedAt = Date.now();
       await this.tables.sessions().put(id, toRow(header));
-      return rewrites.length;
+      return picked.length;
     });
   }
 
@@ -366,8 +413,6 @@ export class SessionStore {
     return run;
   }
 }
-
-class NothingToShrink extends Error {}
 
 /** Indexes of tool messages, grouped by the run of consecutive tool messages that answer one assistant turn. */
 export function toolResultGroups(messages: readonly Message[]): number[][] {

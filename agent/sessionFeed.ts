@@ -15,7 +15,7 @@ export interface MessageView {
   toolCallId?: string;
   toolCalls?: { id: string; name: string; arguments: Record<string, unknown> }[];
   isError?: boolean;
-  cut?: 'cap' | 'context';
+  cut?: 'cap' | 'context' | 'workingSet';
   at?: number;
 }
 

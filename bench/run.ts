@@ -19,7 +19,7 @@ import 'harper-agent-openai';
 import { ContextLimits } from '../agent/contextBudget.js';
 import { newRunner, startRun } from '../agent/loop.js';
 import { openChecked, resolveScoped } from '../agent/tools/scopes.js';
-import { investigatorResponder } from '../integrationTests/providerServer/pager.js';
+import { investigatorResponder, readerResponder } from '../integrationTests/providerServer/pager.js';
 import { ProviderServer } from '../integrationTests/providerServer/server.js';
 import { writeBigLog } from '../integrationTests/recoveryScenarios.js';
 import type { Message } from '../resources/models/types.js';
@@ -108,7 +108,8 @@ async function investigation(budget: boolean) {
     mkdirSync(scratchDir, { recursive: true });
     writeBigLog(scratchDir);
     renameSync(path.join(scratchDir, 'big.log'), path.join(LOGS, 'inv.log'));
-    const config = { ...defaultConfig(), provider: 'openai', baseUrl: `${server.url}/v1`, apiKey: 'k', maxRetries: 0, model: `bench-${budget}`, maxTokens: 1000, ...(budget ? { contextWindowTokens: 25_000 } : {}) };
+    // The working set off: this measures the pre-flight alone.
+    const config = { ...defaultConfig(), workingSetBytes: 0, provider: 'openai', baseUrl: `${server.url}/v1`, apiKey: 'k', maxRetries: 0, model: `bench-${budget}`, maxTokens: 1000, ...(budget ? { contextWindowTokens: 25_000 } : {}) };
     const { store } = memoryStore();
     const deps = { store, tools: createToolRegistry(defaultTools), scopes: ctx().scopes, config: () => config, limits: new ContextLimits() };
     const s = await store.create({ user: 'bench', provider: 'openai', model: config.model });
@@ -120,6 +121,31 @@ async function investigation(budget: boolean) {
     });
     await startRun(deps, s.session_id, runner).done;
     return { rejected: server.requests.filter((r) => r.rejected).length, requests: server.requests.length };
+  } finally {
+    await server.close();
+  }
+}
+
+/** A log read to its end in one prompt through the real loop and the real OpenAI SDK: what was sent, in bytes. */
+async function readToEnd(file: string, workingSetBytes: number) {
+  const server = await new ProviderServer().start();
+  try {
+    server.responder = readerResponder('logs', file);
+    const config = { ...defaultConfig(), workingSetBytes, provider: 'openai', baseUrl: `${server.url}/v1`, apiKey: 'k', maxRetries: 0, model: 'bench-read', maxTurns: 500 };
+    const { store } = memoryStore();
+    const deps = { store, tools: createToolRegistry(defaultTools), scopes: ctx().scopes, config: () => config, limits: new ContextLimits() };
+    const s = await store.create({ user: 'bench', provider: 'openai', model: config.model });
+    const runner = newRunner(null);
+    await store.mutate(s.session_id, (row) => {
+      row.status = 'running';
+      row.runner = runner;
+      return [{ role: 'user', content: `Read logs/${file} to its end.` }];
+    });
+    await startRun(deps, s.session_id, runner).done;
+    const done = (await store.get(s.session_id))!;
+    if (!/^Reached the end/.test(done.messages.at(-1)?.content ?? '')) throw new Error(`${file} was not read to its end: ${done.status} ${done.lastError}`);
+    const sent = server.requests.reduce((sum, r) => sum + r.bytes, 0);
+    return { requests: server.requests.length, sent, largest: Math.max(...server.requests.map((r) => r.bytes)) };
   } finally {
     await server.close();
   }
@@ -198,7 +224,7 @@ async function main() {
   row('transcript after 100 turns reading 1 MB, capped', `${fmt(capped.bytes / 1e6)} MB (uncapped: ${fmt(uncapped.bytes / 1e6, 1)} MB after only 30 turns)`, `< 100 x cap + overhead (${fmt(bound / 1e6)} MB)`, capped.bytes < bound);
   const store = await storageOnHarper();
   row(
-    `agent database growth (tables + audit log) / transcript, a 1 MB log read to its end on Harper 4.7.29 (${store.messages} messages)`,
+    `agent database growth (tables + audit log) / transcript, a 1 MB log read to its end on Harper 4.7.29 (${store.messages} messages, working set off)`,
     `${fmt(store.ratio, 2)}x (${fmt(store.dbGrowth / 1e6)} MB for a ${fmt(store.transcriptBytes / 1e6)} MB transcript; whole-row sessions: 42x)`,
     '<= 3x',
     store.ratio <= 3
@@ -210,10 +236,16 @@ async function main() {
     store.auditPerAppend < 2 * (store.transcriptBytes / store.messages) + 4096
   );
   row(
-    `time per turn on Harper (tool call, model call, two appends), turn 10 -> turn 100 of ${store.turns}`,
+    `time per turn on Harper (tool call, model call, two appends), turn 10 -> turn 100 of ${store.turns}, working set off`,
     `${fmt(store.turn10Ms, 0)} -> ${fmt(store.turn100Ms, 0)} ms`,
     'flat: turn 100 within 2x of turn 10 (+2 ms)',
     store.turn100Ms <= 2 * store.turn10Ms + 2
+  );
+  row(
+    'the same with the working set on (it reads the transcript to cut an old page before most model calls)',
+    `${fmt(store.workingSetTurn10Ms, 0)} -> ${fmt(store.workingSetTurn100Ms, 0)} ms`,
+    'for comparison',
+    null
   );
 
   // 6. The key look-back's overhead on a deep page.
@@ -248,6 +280,20 @@ async function main() {
   const off = await investigation(false);
   const on = await investigation(true);
   row('rejected requests, 20 turns reading a 1 MB log at a 100 KB request limit, pre-flight on / off', `${on.rejected} of ${on.requests} / ${off.rejected} of ${off.requests}`, 'on: 0', on.rejected === 0);
+
+  // 9. Bytes sent to read a log to its end, as a multiple of the file, with the working set on (default) and off.
+  const working = defaultConfig().workingSetBytes;
+  for (const [name, bytes] of [['read1.log', MiB], ['read10.log', 10 * MiB]] as const) {
+    writeLog(name, bytes);
+    const on = await readToEnd(name, working);
+    const off = await readToEnd(name, 0);
+    row(
+      `bytes sent to read a ${bytes / MiB} MiB log to its end (real OpenAI SDK, ${on.requests} requests), working set ${fmt(working / 1024, 0)} KiB / off`,
+      `${fmt(on.sent / bytes, 1)}x / ${fmt(off.sent / bytes, 1)}x (largest request ${fmt(on.largest / 1024, 0)} KiB / ${fmt(off.largest / 1024, 0)} KiB)`,
+      bytes === MiB ? '<= 4x' : 'for comparison',
+      bytes === MiB ? on.sent <= 4 * bytes : null
+    );
+  }
 
   // Where a page's time goes (one page near the end, 200 runs each).
   const profile: string[] = [];

@@ -64,6 +64,8 @@ export interface StorageFigures {
   turns: number;
   turn10Ms: number;
   turn100Ms: number;
+  workingSetTurn10Ms: number;
+  workingSetTurn100Ms: number;
 }
 
 export async function storageOnHarper(): Promise<StorageFigures> {
@@ -71,6 +73,9 @@ export async function storageOnHarper(): Promise<StorageFigures> {
   const h = await startHarper({ rootPath, httpPort: await freePort(), opsPort: await freePort(), output: `${rootPath}.out` });
   try {
     writeLog(path.join(rootPath, 'log'), 'bench-1mb.log');
+    // What storing a transcript costs, every page kept whole: the working set off (with it on the transcript shrinks
+    // while the audit log keeps every page as written, which says nothing of the storage design).
+    await op(h, { operation: 'set_agent_config', workingSetBytes: 0 });
     // 1. A 1 MB log read to its end at the default cap (64 KiB results, 32 KB pages).
     const before = await sizes(h);
     const s = await runToEnd(h, 'bench-1mb.log');
@@ -83,6 +88,12 @@ export async function storageOnHarper(): Promise<StorageFigures> {
     if (long.status !== 'completed') throw new Error(`the long bench session ended ${long.status}: ${long.lastError}`);
     const times = turnTimes(long.messages);
     const around = (turn: number) => median(times.slice(turn - 3, turn + 2));
+    // 3. The same with the working set on (the default): it cuts an old page before most model calls.
+    await op(h, { operation: 'set_agent_config', workingSetBytes: null });
+    const trimmed = await runToEnd(h, 'bench-1mb.log');
+    if (trimmed.status !== 'completed') throw new Error(`the working-set bench session ended ${trimmed.status}: ${trimmed.lastError}`);
+    const trimmedTimes = turnTimes(trimmed.messages);
+    const aroundTrimmed = (turn: number) => median(trimmedTimes.slice(turn - 3, turn + 2));
     return {
       transcriptBytes: s.bytes,
       messages: s.messageCount,
@@ -93,6 +104,8 @@ export async function storageOnHarper(): Promise<StorageFigures> {
       turns: times.length + 1,
       turn10Ms: around(10),
       turn100Ms: around(100),
+      workingSetTurn10Ms: aroundTrimmed(10),
+      workingSetTurn100Ms: aroundTrimmed(100),
     };
   } finally {
     await h.stop();

@@ -5,7 +5,7 @@ import type { MessageView } from '../agent/sessionFeed.js';
 
 export const formatBytes = (n: number) => `${n.toLocaleString('en-US')} bytes`;
 
-const CUT_NOTE = { cap: 'cut: cap (agent.maxToolResultBytes)', context: 'cut: context window' } as const;
+const CUT_NOTE = { cap: 'cut: cap (agent.maxToolResultBytes)', context: 'cut: context window', workingSet: 'cut: working set (agent.workingSetBytes)' } as const;
 
 function clip(text: string, max: number): string {
   const flat = text.replace(/\s+/g, ' ').trim();

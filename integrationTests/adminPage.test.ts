@@ -150,6 +150,25 @@ describe('the admin page in headless Chromium', function () {
     expect(await currentId()).to.equal(id);
   });
 
+  it('marks a result the working set cut, and says why in its title', async () => {
+    await suite.h.setConfig({ provider: 'openai', baseUrl: `${suite.server.url}/v1`, apiKey: 'k', maxRetries: 0, maxToolResultBytes: 16384, workingSetBytes: 4096, model: 'page-working-set-model' });
+    const read = { toolCalls: [{ name: 'read_file', arguments: { root: 'logs', path: 'page.log' } }] };
+    suite.server.reset([read, read, { text: 'Read it twice.' }]);
+    await open();
+    await page.fill('#prompt', 'read logs/page.log twice');
+    await page.click('#send');
+    await waitForStatus('completed');
+    const row = await suite.h.row(await currentId());
+    // Before the third call the first page (about 8 KB) is older than a 4 KiB working set: cut to a 2 KiB head.
+    expect(row.messages.map((m: any) => m.cut ?? null)).to.deep.equal([null, null, 'workingSet', null, null, null]);
+    expect(messageBytes(row.messages[2])).to.be.at.most(2048);
+    await page.waitForFunction(() => document.querySelectorAll('#transcript > li').length === 6);
+    const badge = page.locator('#transcript > li.cut-workingSet .badge');
+    expect(await badge.textContent()).to.equal('cut: working set');
+    expect(await badge.getAttribute('title')).to.equal('cut to 2 KiB before a model call: older than the working set of newest results kept whole (agent.workingSetBytes)');
+    expect((await suite.h.setConfig({ workingSetBytes: null })).status).to.equal(200);
+  });
+
   it('keeps following across a restart of Harper\'s worker threads: the page reconnects by itself', async () => {
     const done = await suite.h.prompt('hello');
     await open(`#session=${done.session_id}`);

@@ -26,7 +26,7 @@ describe('CLI', () => {
 
   it('config: every key with the value in force, its default and bounds, unset keys included', () => {
     const lines = configLines({ provider: 'openai', maxTurns: 7, maxToolResultBytes: 65536, autoApprove: false, maxTokens: 4096, requestTimeoutMs: 120000, maxRetries: 2, apiKey: '(set)', persisted: { maxTurns: 7, model: null } }).split('\n');
-    expect(lines).to.have.length(14);
+    expect(lines).to.have.length(15);
     expect(lines[0]).to.equal('KEY                  IN FORCE  DEFAULT  BOUNDS');
     expect(lines).to.include.members([
       'provider             openai    local    one of local, openai, anthropic, bedrock',
@@ -62,6 +62,7 @@ describe('CLI', () => {
     const base = { index: 4, role: 'tool' as const, name: 'read_file', toolCallId: 'c', content: 'x' };
     expect(resultLine({ ...base, bytes: 32694 })).to.equal('  ← read_file 32,694 bytes');
     expect(resultLine({ ...base, bytes: 65536, cut: 'cap' })).to.equal('  ← read_file 65,536 bytes [cut: cap (agent.maxToolResultBytes)]');
+    expect(resultLine({ ...base, bytes: 2048, cut: 'workingSet' })).to.equal('  ← read_file 2,048 bytes [cut: working set (agent.workingSetBytes)]');
     expect(resultLine({ ...base, bytes: 40, isError: true, content: '{"error":"no\nsuch file"}' })).to.equal('  ← read_file 40 bytes [error]: {"error":"no such file"}');
     expect(runLines({ ...base, bytes: 2048, cut: 'context' }, true)).to.deep.equal(['  ✂ #4 read_file cut to 2,048 bytes after a context-window rejection']);
     expect(runLines({ index: 1, role: 'assistant', content: 'Looking.', bytes: 9, toolCalls: [{ id: 'c', name: 'tail_file', arguments: { lines: 5 } }] }, false)).to.deep.equal(['  · Looking.', '  → tail_file {"lines":5}']);

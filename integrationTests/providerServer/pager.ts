@@ -3,17 +3,15 @@
 // recovery tests use it to make a conversation grow the way an investigation does.
 import type { NeutralRequest, Responder, Turn } from './server.js';
 
-/** The read_file cursor of the newest page that can be parsed (a cut page has none), or the file's start. */
+/** The read_file cursor of the newest page that shows one, or the file's start. A page cut by the cap or the
+ * context-window shrink may have lost it; one cut by the working set keeps it at its head. */
 function newestCursor(req: NeutralRequest): { startLine?: number; offset?: number } {
   let cursor: { startLine?: number; offset?: number } = {};
   for (const m of req.messages) {
     if (m.role !== 'tool') continue;
-    try {
-      const page = JSON.parse(m.text);
-      if (page.nextOffset !== undefined) cursor = { startLine: page.nextLine, offset: page.nextOffset };
-    } catch {
-      // a cut page: no cursor in it
-    }
+    const line = /"nextLine":(\d+)/.exec(m.text);
+    const offset = /"nextOffset":(\d+)/.exec(m.text);
+    if (line && offset) cursor = { startLine: Number(line[1]), offset: Number(offset[1]) };
   }
   return cursor;
 }
@@ -42,6 +40,17 @@ export function investigatorResponder(root: string, file: string, turns: number)
     while (since >= 0 && req.messages[since]!.role !== 'user') since--;
     const results = req.messages.slice(since + 1).filter((m) => m.role === 'tool');
     if (results.length >= turns) return { text: `Read ${results.length} pages of ${file}.` };
+    return { toolCalls: [{ name: 'read_file', arguments: { root, path: file, ...newestCursor(req) } }] };
+  };
+}
+
+/** Reads a log to its end in one prompt, each page from the newest cursor, then says where the file ended. */
+export function readerResponder(root: string, file: string): Responder {
+  return (req: NeutralRequest): Turn => {
+    const last = req.messages[req.messages.length - 1];
+    const total = last?.role === 'tool' ? /"totalLines":(\d+)/.exec(last.text) : null;
+    if (total) return { text: `Reached the end of ${file}: ${total[1]} lines.` };
+    if (last?.role === 'tool' && !/"nextOffset":/.test(last.text)) return { text: `I lost my place in ${file}: ${last.text.slice(0, 200)}` };
     return { toolCalls: [{ name: 'read_file', arguments: { root, path: file, ...newestCursor(req) } }] };
   };
 }

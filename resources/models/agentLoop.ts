@@ -70,3 +70,23 @@ export function toolResultText(value: unknown): string {
 export function serializeToolResult(value: unknown, maxBytes: number, advice?: string): string {
   return truncateWithMarker(toolResultText(value), maxBytes, advice);
 }
+
+/** Strings longer than this move to the end of a result before a head cut: they are the page, not its cursor. */
+const LONG_FIELD_BYTES = 256;
+
+/**
+ * A JSON object result with its short fields (cursors, sizes, paths) first and its long strings (a page's content)
+ * last, so a head cut keeps every cursor readable; anything else as it is. Key order is all that changes.
+ */
+export function cursorFirst(text: string): string {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    return text;
+  }
+  if (!value || typeof value !== 'object' || Array.isArray(value)) return text;
+  const entries = Object.entries(value as Record<string, unknown>);
+  const long = (v: unknown) => typeof v === 'string' ? Buffer.byteLength(v) > LONG_FIELD_BYTES : typeof v === 'object' && v !== null && Buffer.byteLength(JSON.stringify(v)) > LONG_FIELD_BYTES;
+  return JSON.stringify(Object.fromEntries([...entries.filter(([, v]) => !long(v)), ...entries.filter(([, v]) => long(v))]));
+}

@@ -1,7 +1,8 @@
 // The embedded `local` backend: deterministic, NOT a language model. It lets the product run with no API key and
 // drives the real loop and tools: for a prompt naming a file in a scope (logs/hdb.log, config, components/x/y.js)
 // it pages through the file with read_file to the end, then answers with line counts and the lines that mention
-// "error". Its every decision is derived from the transcript, so it survives approvals and restarts.
+// "error". Its every decision is derived from the transcript, so it survives approvals and restarts. As the system
+// prompt asks of a model, it notes what it needs from each page as it reads (older pages are cut by the working set).
 import type { BackendRegistration } from './models.js';
 import type { GenerateInput, GenerateOutput, Message, ModelBackend, ToolMessage } from './types.js';
 
@@ -37,27 +38,72 @@ export function parseFileReference(prompt: string): { root: string; path: string
   return { root: m[1]!, path: (m[2] ?? '').replace(/[.)!?]+$/, '') };
 }
 
-function summarize(ref: { root: string; path: string }, results: ToolMessage[]): string {
-  const pages = results.map(parse);
-  const ok = pages.filter((p): p is Page => !!p && !p.error && typeof p.content === 'string');
-  const last = pages[pages.length - 1];
-  if (last?.error) return `I could not read ${ref.root}/${ref.path}: ${last.error}`;
+/** What the backend keeps of a page, written as the text of its next call: enough to answer once the page is cut. */
+interface Note {
+  path: string;
+  size: number;
+  startLine: number;
+  endLine: number;
+  bytes: number;
+  totalLines?: number;
+  /** Lines that mention "error": how many, the first and last (a long line read in parts spans two pages), and the
+   * text of the first few of the whole file. */
+  errors: number;
+  firstError?: number;
+  lastError?: number;
+  shown: [number, string][];
+}
+
+const NOTED = 'Noted: ';
+
+function noteOf(page: Page, shownSoFar: number): Note {
+  const errors: number[] = [];
+  const shown: [number, string][] = [];
+  page.content.split('\n').forEach((line, i) => {
+    if (!ERROR_LINE.test(line)) return;
+    errors.push(page.startLine + i);
+    if (shownSoFar + shown.length < SHOWN_ERRORS) shown.push([page.startLine + i, line.replace(/\r$/, '').slice(0, 160)]);
+  });
+  const lines = page.content.split('\n').length - (page.content.endsWith('\n') ? 1 : 0);
+  const note: Note = { path: page.path, size: page.size, startLine: page.startLine, endLine: page.startLine + Math.max(lines, 1) - 1, bytes: Buffer.byteLength(page.content), errors: errors.length, shown };
+  if (errors.length) Object.assign(note, { firstError: errors[0], lastError: errors[errors.length - 1] });
+  if (page.totalLines !== undefined) note.totalLines = page.totalLines;
+  return note;
+}
+
+/** The notes of the pages read since the prompt: each page's own, or, for a page since cut, the note written after it. */
+function notesSince(since: Message[]): (Note | { error: string } | null)[] {
+  const notes: (Note | { error: string } | null)[] = [];
+  let shown = 0;
+  since.forEach((m, i) => {
+    if (m.role !== 'tool' || m.name !== 'read_file') return;
+    const page = parse(m);
+    const next = since[i + 1];
+    const written = next?.role === 'assistant' && next.content.startsWith(NOTED) ? (JSON.parse(next.content.slice(NOTED.length)) as Note) : null;
+    const note = page?.error ? { error: page.error } : page && typeof page.content === 'string' ? noteOf(page, shown) : written;
+    if (note && 'shown' in note) shown += note.shown.length;
+    notes.push(note);
+  });
+  return notes;
+}
+
+function summarize(ref: { root: string; path: string }, since: Message[]): string {
+  const notes = notesSince(since);
+  const last = notes[notes.length - 1];
+  if (last && 'error' in last) return `I could not read ${ref.root}/${ref.path}: ${last.error}`;
+  const ok = notes.filter((n): n is Note => !!n && !('error' in n));
   if (ok.length === 0) return `I could not read ${ref.root}/${ref.path}: the tool result was cut before I could parse it.`;
-  const errors = new Map<number, string>();
-  let bytes = 0;
-  for (const page of ok) {
-    bytes += Buffer.byteLength(page.content);
-    page.content.split('\n').forEach((line, i) => {
-      if (ERROR_LINE.test(line) && !errors.has(page.startLine + i)) errors.set(page.startLine + i, line.replace(/\r$/, '').slice(0, 160));
-    });
-  }
+  // A long line read in parts is one line, though two pages count it.
+  const errors = ok.reduce((sum, n, i) => sum + n.errors - (i > 0 && n.firstError !== undefined && n.firstError === ok[i - 1]!.lastError ? 1 : 0), 0);
+  const bytes = ok.reduce((sum, n) => sum + n.bytes, 0);
   const end = ok[ok.length - 1]!;
   const lines = end.totalLines !== undefined ? `${end.totalLines} lines` : `at least ${end.startLine} lines`;
-  const unread = pages.length - ok.length;
+  const unread = notes.length - ok.length;
   let text = `${end.path}: ${lines}, ${end.size} bytes, read in ${ok.length} page(s)${unread ? ` (${unread} page(s) were cut and not parsed)` : ''}; ${bytes} bytes of text seen.`;
-  if (errors.size === 0) return `${text} No line mentions "error".`;
-  text += ` ${errors.size} line(s) mention "error"; the first ${Math.min(SHOWN_ERRORS, errors.size)}:`;
-  for (const [line, content] of [...errors].slice(0, SHOWN_ERRORS)) text += `\n- line ${line}: ${content}`;
+  if (errors === 0) return `${text} No line mentions "error".`;
+  const shown = ok.flatMap((n) => n.shown).filter(([line], i, all) => i === 0 || line !== all[i - 1]![0]).slice(0, SHOWN_ERRORS);
+  text += ` ${errors} line(s) mention "error"; the first ${shown.length}:`;
+  for (const [line, content] of shown) text += `\n- line ${line}: ${content}`;
   return text;
 }
 
@@ -81,8 +127,8 @@ export class LocalBackend implements ModelBackend {
     const results = since.filter((m): m is ToolMessage => m.role === 'tool');
     const usage = { inputTokens: Math.ceil(Buffer.byteLength(JSON.stringify(input)) / 4), outputTokens: 0 };
     const answer = (text: string): GenerateOutput => ({ text, toolCalls: [], finishReason: 'stop', usage: { ...usage, outputTokens: Math.ceil(text.length / 4) } });
-    const call = (name: string, args: Record<string, unknown>): GenerateOutput => ({
-      text: '',
+    const call = (name: string, args: Record<string, unknown>, text = ''): GenerateOutput => ({
+      text,
       toolCalls: [{ id: `local_${messages.length}`, name, arguments: args }],
       finishReason: 'tool_calls',
       usage,
@@ -107,9 +153,11 @@ export class LocalBackend implements ModelBackend {
       return answer(`${ref.root}/${ref.path} has ${listed.total} entries: ${names}`);
     }
     if (page && !page.error && page.nextOffset !== undefined) {
-      return call('read_file', { root: ref.root, path: ref.path, startLine: page.nextLine, offset: page.nextOffset });
+      const notes = notesSince(since);
+      const note = notes[notes.length - 1] as Note;
+      return call('read_file', { root: ref.root, path: ref.path, startLine: page.nextLine, offset: page.nextOffset }, NOTED + JSON.stringify(note));
     }
-    return answer(summarize(ref, results.filter((r) => r.name === 'read_file')));
+    return answer(summarize(ref, since));
   }
 }
 

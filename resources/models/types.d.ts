@@ -18,8 +18,9 @@ export type Message =
       name: string;
       content: string;
       isError?: boolean;
-      /** 'cap': cut to agent.maxToolResultBytes when stored; 'context': cut after a context-window rejection. */
-      cut?: 'cap' | 'context';
+      /** 'cap': cut to agent.maxToolResultBytes when stored; 'context': cut after a context-window rejection;
+       * 'workingSet': cut before a model call, older than agent.workingSetBytes of newest results. */
+      cut?: 'cap' | 'context' | 'workingSet';
       at?: number;
     };
 
