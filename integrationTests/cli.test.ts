@@ -52,10 +52,17 @@ describe('harper-agent CLI against a real Harper', function () {
     const row = await suite.h.row(id);
     const tools = row.messages.filter((m: any) => m.role === 'tool');
     expect(tools.length).to.be.greaterThan(1);
+    // Each result is printed as it lands, whole; the working set cuts the older ones later, and their marker names the
+    // size they had. The local backend's notes (the text of each call after the first) are printed clipped.
+    expect(tools.filter((m: any) => m.cut === 'workingSet').length).to.be.greaterThan(0);
+    const landed = (m: any) => (m.cut === 'workingSet' ? Number(/full result is (\d+) bytes/.exec(m.content)![1]) : messageBytes(m));
+    const clip = (text: string) => (text.length > 200 ? `${text.slice(0, 199)}…` : text);
     const expected: string[] = [];
     for (const m of row.messages.slice(1, -1)) {
-      if (m.role === 'assistant') for (const c of m.toolCalls) expected.push(`  → ${c.name} ${JSON.stringify(c.arguments)}`);
-      else expected.push(`  ← read_file ${fmt(messageBytes(m))}`);
+      if (m.role === 'assistant') {
+        if (m.content) expected.push(`  · ${clip(m.content)}`);
+        for (const c of m.toolCalls) expected.push(`  → ${c.name} ${JSON.stringify(c.arguments)}`);
+      } else expected.push(`  ← read_file ${fmt(landed(m))}`);
     }
     const answer = row.messages.at(-1).content;
     expect(lines.slice(1)).to.deep.equal([...expected, ...answer.split('\n')]);
@@ -144,7 +151,8 @@ describe('harper-agent CLI against a real Harper', function () {
     const show = await runCli(['show', done.session_id]);
     expect(show.code, show.stderr).to.equal(0);
     const heads = show.stdout.split('\n').filter((l) => /^#\d+ /.test(l));
-    expect(heads).to.deep.equal(s.messages.map((m: any, i: number) => `#${i} ${m.role === 'tool' ? `tool ${m.name}` : m.role} · ${fmt(messageBytes(m))}`));
+    const mark = (m: any) => (m.cut === 'workingSet' ? ' [cut: working set (agent.workingSetBytes)]' : '');
+    expect(heads).to.deep.equal(s.messages.map((m: any, i: number) => `#${i} ${m.role === 'tool' ? `tool ${m.name}` : m.role} · ${fmt(messageBytes(m))}${mark(m)}`));
     expect(show.stdout.split('\n')[0]).to.equal(`session ${done.session_id} · completed · local / local-deterministic · ${s.messages.length} messages · ${fmt(s.bytes)}`);
     const json = JSON.parse((await runCli(['sessions', '--json', '--limit', '1'])).stdout);
     expect(json).to.have.length(1);

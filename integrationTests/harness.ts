@@ -122,8 +122,13 @@ export class TestHarper {
     if (r.status !== 200) throw new Error(`search_by_id ${r.status}: ${JSON.stringify(r.body)}`);
     const m = await this.op({ operation: 'search_by_value', database: 'agent', table: 'AgentMessage', search_attribute: 'session_id', search_value: id, get_attributes: ['*'] });
     if (m.status !== 200) throw new Error(`search_by_value ${m.status}: ${JSON.stringify(m.body)}`);
-    const messages = (m.body as any[]).sort((a, b) => (a.id < b.id ? -1 : 1)).map(({ id: _key, session_id: _s, seq: _q, __createdtime__, __updatedtime__, ...message }) => message);
-    return r.body[0] && { ...r.body[0], messages: r.body[0].messages ?? messages };
+    // Times are Date attributes (ISO text over JSON): as epoch milliseconds here, as the agent's operations answer them.
+    const millis = (t: unknown) => (typeof t === 'string' ? Date.parse(t) : t);
+    const messages = (m.body as any[])
+      .sort((a, b) => (a.id < b.id ? -1 : 1))
+      .map(({ id: _key, session_id: _s, seq: _q, __createdtime__, __updatedtime__, ...message }) => (message.at === undefined ? message : { ...message, at: millis(message.at) }));
+    const row = r.body[0];
+    return row && { ...row, createdAt: millis(row.createdAt), updatedAt: millis(row.updatedAt), messages: row.messages ?? messages };
   }
 
   async setConfig(change: Record<string, unknown>): Promise<OpResult> {

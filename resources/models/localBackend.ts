@@ -54,7 +54,10 @@ interface Note {
   shown: [number, string][];
 }
 
-const NOTED = 'Noted: ';
+/** A note reads as a sentence, then carries its data as JSON for the backend to read back. */
+const NOTED = 'Noted ';
+const noteText = (n: Note) => `${NOTED}lines ${n.startLine}-${n.endLine} of ${n.path}: ${n.errors} mention "error". ${JSON.stringify(n)}`;
+const readNote = (text: string): Note | null => (text.startsWith(NOTED) && text.includes('{') ? (JSON.parse(text.slice(text.indexOf('{'))) as Note) : null);
 
 function noteOf(page: Page, shownSoFar: number): Note {
   const errors: number[] = [];
@@ -79,7 +82,7 @@ function notesSince(since: Message[]): (Note | { error: string } | null)[] {
     if (m.role !== 'tool' || m.name !== 'read_file') return;
     const page = parse(m);
     const next = since[i + 1];
-    const written = next?.role === 'assistant' && next.content.startsWith(NOTED) ? (JSON.parse(next.content.slice(NOTED.length)) as Note) : null;
+    const written = next?.role === 'assistant' ? readNote(next.content) : null;
     const note = page?.error ? { error: page.error } : page && typeof page.content === 'string' ? noteOf(page, shown) : written;
     if (note && 'shown' in note) shown += note.shown.length;
     notes.push(note);
@@ -155,7 +158,7 @@ export class LocalBackend implements ModelBackend {
     if (page && !page.error && page.nextOffset !== undefined) {
       const notes = notesSince(since);
       const note = notes[notes.length - 1] as Note;
-      return call('read_file', { root: ref.root, path: ref.path, startLine: page.nextLine, offset: page.nextOffset }, NOTED + JSON.stringify(note));
+      return call('read_file', { root: ref.root, path: ref.path, startLine: page.nextLine, offset: page.nextOffset }, noteText(note));
     }
     return answer(summarize(ref, since));
   }
