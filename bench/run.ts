@@ -5,7 +5,7 @@ import { execFileSync } from 'node:child_process';
 import { closeSync, mkdirSync, openSync, readFileSync, readSync, renameSync, rmSync, writeFileSync, writeSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { defaultConfig } from '../agent/agent.js';
+import { defaultConfig, type AgentConfig } from '../agent/agent.js';
 import { capObservation } from '../agent/loop.js';
 import { memoryStore } from '../unitTests/helpers.js';
 import { storageOnHarper } from './storage.js';
@@ -98,6 +98,22 @@ async function sessionGrowth(capped: boolean, turns: number) {
   return { bytes: (await store.header(s.session_id))!.bytes };
 }
 
+/** One prompt through the real loop and the real OpenAI SDK against `server`, on an in-memory store, to its end. */
+async function promptOnLoop(server: ProviderServer, settings: Partial<AgentConfig>, prompt: string) {
+  const config = { ...defaultConfig(), provider: 'openai', baseUrl: `${server.url}/v1`, apiKey: 'k', maxRetries: 0, ...settings };
+  const { store } = memoryStore();
+  const deps = { store, tools: createToolRegistry(defaultTools), scopes: ctx().scopes, config: () => config, limits: new ContextLimits() };
+  const s = await store.create({ user: 'bench', provider: 'openai', model: config.model ?? null });
+  const runner = newRunner(null);
+  await store.mutate(s.session_id, (row) => {
+    row.status = 'running';
+    row.runner = runner;
+    return [{ role: 'user', content: prompt }];
+  });
+  await startRun(deps, s.session_id, runner).done;
+  return (await store.get(s.session_id))!;
+}
+
 /** A 20-turn investigation through the real loop and the real OpenAI SDK against the provider-compatible server. */
 async function investigation(budget: boolean) {
   const server = await new ProviderServer().start();
@@ -109,17 +125,7 @@ async function investigation(budget: boolean) {
     writeBigLog(scratchDir);
     renameSync(path.join(scratchDir, 'big.log'), path.join(LOGS, 'inv.log'));
     // The working set off: this measures the pre-flight alone.
-    const config = { ...defaultConfig(), workingSetBytes: 0, provider: 'openai', baseUrl: `${server.url}/v1`, apiKey: 'k', maxRetries: 0, model: `bench-${budget}`, maxTokens: 1000, ...(budget ? { contextWindowTokens: 25_000 } : {}) };
-    const { store } = memoryStore();
-    const deps = { store, tools: createToolRegistry(defaultTools), scopes: ctx().scopes, config: () => config, limits: new ContextLimits() };
-    const s = await store.create({ user: 'bench', provider: 'openai', model: config.model });
-    const runner = newRunner(null);
-    await store.mutate(s.session_id, (row) => {
-      row.status = 'running';
-      row.runner = runner;
-      return [{ role: 'user', content: 'Investigate logs/inv.log' }];
-    });
-    await startRun(deps, s.session_id, runner).done;
+    await promptOnLoop(server, { workingSetBytes: 0, model: `bench-${budget}`, maxTokens: 1000, ...(budget ? { contextWindowTokens: 25_000 } : {}) }, 'Investigate logs/inv.log');
     return { rejected: server.requests.filter((r) => r.rejected).length, requests: server.requests.length };
   } finally {
     await server.close();
@@ -131,18 +137,7 @@ async function readToEnd(file: string, workingSetBytes: number) {
   const server = await new ProviderServer().start();
   try {
     server.responder = readerResponder('logs', file);
-    const config = { ...defaultConfig(), workingSetBytes, provider: 'openai', baseUrl: `${server.url}/v1`, apiKey: 'k', maxRetries: 0, model: 'bench-read', maxTurns: 500 };
-    const { store } = memoryStore();
-    const deps = { store, tools: createToolRegistry(defaultTools), scopes: ctx().scopes, config: () => config, limits: new ContextLimits() };
-    const s = await store.create({ user: 'bench', provider: 'openai', model: config.model });
-    const runner = newRunner(null);
-    await store.mutate(s.session_id, (row) => {
-      row.status = 'running';
-      row.runner = runner;
-      return [{ role: 'user', content: `Read logs/${file} to its end.` }];
-    });
-    await startRun(deps, s.session_id, runner).done;
-    const done = (await store.get(s.session_id))!;
+    const done = await promptOnLoop(server, { workingSetBytes, model: 'bench-read', maxTurns: 500 }, `Read logs/${file} to its end.`);
     if (!/^Reached the end/.test(done.messages.at(-1)?.content ?? '')) throw new Error(`${file} was not read to its end: ${done.status} ${done.lastError}`);
     const sent = server.requests.reduce((sum, r) => sum + r.bytes, 0);
     return { requests: server.requests.length, sent, largest: Math.max(...server.requests.map((r) => r.bytes)) };
