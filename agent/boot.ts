@@ -17,10 +17,11 @@ import { createOperations } from './operations.js';
 import { endEventStreams, type SubscribableTable } from './sessionFeed.js';
 import { SessionStore, type SessionTable } from './session.js';
 import { createToolRegistry, defaultTools } from './tools/index.js';
+import { operationsAs, type OperationServer } from './tools/harperOps.js';
 import type { Scopes } from './tools/scopes.js';
 
 interface HarperGlobals {
-  server: {
+  server: OperationServer & {
     config: Record<string, any>;
     http(listener: unknown, options?: Record<string, unknown>): void;
   };
@@ -66,6 +67,7 @@ const operations = afterReady(createOperations({
   tools: createToolRegistry(defaultTools),
   scopes,
   databases,
+  operationsAs: operationsAs(server),
   limits: new ContextLimits(() => databases.agent?.AgentContextLimit as unknown as LimitTable | undefined),
   config: () => configs.current(),
   changeConfig: (change, user) => configs.set(change, user),

@@ -21,6 +21,8 @@ export interface LoopDeps {
   scopes: Scopes;
   /** Harper's `databases` (absent in unit tests that need no data tools). */
   databases?: Record<string, unknown>;
+  /** Runs Harper operations as a user (absent in unit tests that need no operation tools). */
+  operationsAs?: (username: string) => (body: Record<string, unknown>) => Promise<unknown>;
   /** What provider rejections taught about context limits (pre-flight budget). */
   limits?: ContextLimits;
   /** The config in force; read once when a run starts. */
@@ -319,6 +321,8 @@ async function runSession(deps: LoopDeps, id: string, guard: RunGuard, signal: A
     const ctx: ToolContext = { scopes: deps.scopes, maxResultBytes: config.maxToolResultBytes, signal, databases: deps.databases };
     const req: TurnRequest = { backend, model, config, guard, signal };
     let session = (await deps.store.get(id))!;
+    // Harper's operations run as the user who owns the session, with that user's permissions; no user, no operations.
+    if (session.user && deps.operationsAs) ctx.operation = deps.operationsAs(session.user);
     for (;;) {
       if (signal.aborted) return;
       const pending = unansweredToolCalls(session.messages);

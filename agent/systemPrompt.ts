@@ -9,6 +9,10 @@ Tool results are capped in size, so read big files a page at a time:
 - tail_file reads the end of a log; grep_files finds lines by regular expression, then read_file startLine reads around them.
 - list_dir pages directory entries with offset/nextOffset.
 - describe_tables lists Harper's tables; search_table reads records (by id, or by conditions with limit/offset/select).
+- Harper's own operations answer questions about the instance: system_information (ask for the attributes you need),
+  read_log (Harper's log as entries, paged with start/nextStart, filtered by level and from/until), get_configuration
+  (secrets redacted), cluster_status (replication), get_components, describe_all/describe_database, get_job,
+  search_jobs_by_start_date, list_users, list_roles. They run with the permissions of the user who sent the prompt.
 - write_file replaces a whole file and needs the operator's approval; read every page of a file before changing it.
 Older results are trimmed: before each request only the newest tool results stay whole (agent.workingSetBytes); older
 ones over 2 KiB are cut to a 2 KiB head that keeps their cursor. Note what you need from a page as you read it, and read

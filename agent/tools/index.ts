@@ -4,6 +4,7 @@ import type { ToolSpec } from '../../resources/models/types.js';
 import { dataTools } from './dataTools.js';
 import { fsTools } from './fsTools.js';
 import { grepFilesTool } from './grepFiles.js';
+import { harperOperationTools } from './harperOps.js';
 import type { Tool } from './types.js';
 
 const Ajv = AjvModule.default ?? AjvModule;
@@ -32,4 +33,15 @@ export function createToolRegistry(tools: Tool[]): ToolRegistry {
   };
 }
 
-export const defaultTools: Tool[] = [...fsTools, grepFilesTool, ...dataTools];
+/**
+ * The model's tools, composed from their sources in this order: the file tools, the data tools, then Harper's own
+ * operations. On a name clash the earlier source wins and the later tool is dropped: the file and data tools carry the
+ * agent's own guarantees (scopes, paging, hidden tables), which a same-named operation would bypass.
+ */
+export function composeTools(...sources: Tool[][]): Tool[] {
+  const byName = new Map<string, Tool>();
+  for (const tool of sources.flat()) if (!byName.has(tool.name)) byName.set(tool.name, tool);
+  return [...byName.values()];
+}
+
+export const defaultTools: Tool[] = composeTools([...fsTools, grepFilesTool], dataTools, harperOperationTools);

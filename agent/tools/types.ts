@@ -8,6 +8,8 @@ export interface ToolContext {
   signal: AbortSignal;
   /** Harper's `databases`, for the data tools. */
   databases?: Record<string, unknown>;
+  /** Runs a Harper operation as the user the run acts for (the operation tools); absent: no user, no operations. */
+  operation?: (body: Record<string, unknown>) => Promise<unknown>;
 }
 
 export interface Tool {

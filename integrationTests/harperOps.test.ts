@@ -1,0 +1,85 @@
+// Harper's operations as tools on a real Harper, through the real OpenAI SDK: a scripted model asks for
+// system_information, pages read_log across a log larger than the cap (no page over the cap, the pages reassemble the
+// entries, a logged private key never served), reads get_configuration (no secret value), and is refused an operation
+// it was not given.
+import { expect } from 'chai';
+import { appendFileSync } from 'node:fs';
+import path from 'node:path';
+import type { NeutralRequest, Turn } from './providerServer/server.js';
+import { providerSuite } from './providerSuite.js';
+import { providerSettings } from './recoveryScenarios.js';
+
+const CAP = 16384;
+const FROM = '2030-01-01T00:00:00.000Z';
+const KEY_BODY = 'MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7';
+
+/** The scripted investigator: system_information, then read_log page by page, then get_configuration, then an
+ * operation it was not given, then an answer. */
+function investigator(req: NeutralRequest): Turn {
+  const calls = req.messages.flatMap((m) => m.toolCalls ?? []).map((c) => c.name);
+  const last = req.messages[req.messages.length - 1];
+  if (calls.length === 0) return { toolCalls: [{ name: 'system_information', arguments: { attributes: ['time', 'threads'] } }] };
+  if (calls.at(-1) === 'system_information') return { toolCalls: [{ name: 'read_log', arguments: { start: 0, limit: 1000, from: FROM } }] };
+  if (calls.at(-1) === 'read_log') {
+    const page = JSON.parse(last!.text);
+    if (page.nextStart !== undefined) return { toolCalls: [{ name: 'read_log', arguments: { start: page.nextStart, limit: 1000, from: FROM } }] };
+    return { toolCalls: [{ name: 'get_configuration', arguments: {} }] };
+  }
+  if (calls.at(-1) === 'get_configuration') return { toolCalls: [{ name: 'drop_database', arguments: { database: 'data' } }] };
+  return { text: `Done after ${calls.length} calls.` };
+}
+
+describe("Harper's operations as tools, on a real Harper", function () {
+  this.timeout(120_000);
+  const suite = providerSuite();
+
+  it('system_information, read_log paged within the cap with its key withheld, get_configuration redacted, no unlisted operation', async () => {
+    const { h, server } = suite;
+    // 400 entries of about 200 bytes (80 KB, over the cap), dated in 2030 so the window holds only them; one logs a key.
+    const lines: string[] = [];
+    for (let i = 0; i < 400; i++) {
+      const ts = new Date(Date.parse(FROM) + i * 1000).toISOString();
+      const message = i === 123 ? `loaded key -----BEGIN PRIVATE KEY----- ${KEY_BODY} -----END PRIVATE KEY-----` : `agent-it entry ${i} ${'z'.repeat(160)}`;
+      lines.push(`${ts} [http/1] [warn]: ${message}`);
+    }
+    appendFileSync(path.join(h.logsDir, 'hdb.log'), lines.join('\n') + '\n');
+
+    // A secret in Harper's own config file, where get_configuration reads.
+    const secret = await h.op({ operation: 'set_configuration', tls_privateKey: '/nowhere/sk-secret-value-123.pem' });
+    expect(secret.status, JSON.stringify(secret.body)).to.equal(200);
+    // The working set off: every page stays whole in the transcript, so the test reads them back from it.
+    server.reset([]);
+    server.responder = investigator;
+    expect((await h.setConfig({ ...providerSettings('openai', server), maxToolResultBytes: CAP, maxTurns: 100, workingSetBytes: 0 })).status).to.equal(200);
+    const s = await h.prompt('How is this Harper doing?');
+    expect([s.status, s.lastError]).to.deep.equal(['completed', null]);
+
+    const results = s.messages.filter((m: any) => m.role === 'tool');
+    const byName = (name: string) => results.filter((m: any) => m.name === name);
+    const info = JSON.parse(byName('system_information')[0].content);
+    expect(info).to.have.keys('time', 'threads');
+    expect(info.time.uptime).to.be.a('number');
+
+    const pages = byName('read_log').map((m: any) => JSON.parse(m.content));
+    expect(pages.length).to.be.greaterThan(5);
+    for (const m of byName('read_log')) expect(Buffer.byteLength(m.content)).to.be.at.most(CAP / 2);
+    const entries = pages.flatMap((p: any) => p.entries);
+    expect(entries.map((e: any) => e.message)).to.deep.equal(lines.map((l, i) => (i === 123 ? '[withheld: key material]' : l.slice(l.indexOf(']: ') + 3))));
+    for (const [i, p] of pages.entries()) expect(p.start).to.equal(pages.slice(0, i).reduce((n: number, q: any) => n + q.count, 0));
+
+    const config = byName('get_configuration')[0].content;
+    expect(JSON.parse(config).http.port).to.be.a('number');
+    expect(JSON.parse(config).tls.privateKey).to.equal('[redacted]');
+    expect(config).to.not.include('sk-secret-value-123');
+
+    const refused = byName('drop_database')[0];
+    expect(refused.isError).to.equal(true);
+    expect(refused.content).to.match(/unknown tool/i);
+
+    // Nothing the model was sent holds the key or the API key.
+    const sent = JSON.stringify(server.requests.map((r) => r.body));
+    expect(sent).to.not.include(KEY_BODY);
+    expect(sent).to.not.include('sk-secret-value-123');
+    expect(s.messages.at(-1).content).to.equal(`Done after ${3 + pages.length} calls.`);
+  });
+});
