@@ -15,6 +15,7 @@ interface KeySchema {
   maxLength?: number;
   pattern?: string;
   enum?: unknown[];
+  maxItems?: number;
   description?: string;
 }
 
@@ -36,6 +37,7 @@ export interface AgentConfig {
   requestTimeoutMs: number;
   maxRetries: number;
   contextWindowTokens?: number;
+  fetchAllow?: string[];
 }
 
 export const CONFIG_KEYS = Object.keys(CONFIG_SCHEMA.properties) as (keyof AgentConfig)[];
@@ -189,6 +191,7 @@ export function boundsText(key: string): string {
   const p = CONFIG_SCHEMA.properties[key];
   if (!p) return '';
   if (p.enum) return `one of ${p.enum.join(', ')}`;
+  if (p.type === 'array') return `up to ${p.maxItems} http(s) origins`;
   if (p.type === 'boolean') return 'true or false';
   if (p.type === 'integer') return `${number(p.minimum!)} to ${number(p.maximum!)}`;
   if (p.pattern === '^https?://') return 'an http:// or https:// URL';

@@ -68,6 +68,7 @@ const operations = afterReady(createOperations({
   scopes,
   databases,
   operationsAs: operationsAs(server),
+  ownOrigins: [harper.http?.port, port].filter(Boolean).flatMap((p) => [`http://127.0.0.1:${p}`, `http://localhost:${p}`]),
   limits: new ContextLimits(() => databases.agent?.AgentContextLimit as unknown as LimitTable | undefined),
   config: () => configs.current(),
   changeConfig: (change, user) => configs.set(change, user),

@@ -23,6 +23,8 @@ export interface LoopDeps {
   databases?: Record<string, unknown>;
   /** Runs Harper operations as a user (absent in unit tests that need no operation tools). */
   operationsAs?: (username: string) => (body: Record<string, unknown>) => Promise<unknown>;
+  /** This Harper's own HTTP and operations origins on loopback: what http_fetch may reach when agent.fetchAllow is unset. */
+  ownOrigins?: string[];
   /** What provider rejections taught about context limits (pre-flight budget). */
   limits?: ContextLimits;
   /** The config in force; read once when a run starts. */
@@ -318,7 +320,7 @@ async function runSession(deps: LoopDeps, id: string, guard: RunGuard, signal: A
       maxRetries: config.maxRetries,
       errors: providerErrors,
     });
-    const ctx: ToolContext = { scopes: deps.scopes, maxResultBytes: config.maxToolResultBytes, signal, databases: deps.databases };
+    const ctx: ToolContext = { scopes: deps.scopes, maxResultBytes: config.maxToolResultBytes, signal, databases: deps.databases, fetchAllow: config.fetchAllow ?? deps.ownOrigins ?? [] };
     const req: TurnRequest = { backend, model, config, guard, signal };
     let session = (await deps.store.get(id))!;
     // Harper's operations run as the user who owns the session, with that user's permissions; no user, no operations.

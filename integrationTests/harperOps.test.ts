@@ -4,6 +4,8 @@
 // it was not given.
 import { expect } from 'chai';
 import { appendFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import type { NeutralRequest, Turn } from './providerServer/server.js';
 import { providerSuite } from './providerSuite.js';
@@ -81,5 +83,60 @@ describe("Harper's operations as tools, on a real Harper", function () {
     expect(sent).to.not.include(KEY_BODY);
     expect(sent).to.not.include('sk-secret-value-123');
     expect(s.messages.at(-1).content).to.equal(`Done after ${3 + pages.length} calls.`);
+  });
+
+  describe('http_fetch', () => {
+    let web: Server;
+    let origin: string;
+    const body = Array.from({ length: 2000 }, (_, i) => `status line ${i}`).join('\n');
+    before(async () => {
+      web = createServer((req, res) => {
+        if (req.url === '/to-private') return void res.writeHead(302, { location: 'http://10.0.0.1/' }).end();
+        res.writeHead(200, { 'content-type': 'text/plain' }).end(body);
+      });
+      await new Promise<void>((r) => web.listen(0, '127.0.0.1', r));
+      origin = `http://127.0.0.1:${(web.address() as AddressInfo).port}`;
+    });
+    after(() => web.close());
+
+    it('pages an allowed loopback target; metadata, private addresses and a redirect to one are refused, saying why', async () => {
+      const { h, server } = suite;
+      const refusedUrls = ['http://169.254.169.254/latest/meta-data/', 'http://10.0.0.1/', `${origin}/to-private`];
+      server.reset([]);
+      server.responder = (req) => {
+        const calls = req.messages.flatMap((m) => m.toolCalls ?? []);
+        const last = req.messages[req.messages.length - 1]!;
+        if (calls.length > 0 && last.role === 'tool' && calls.at(-1)!.arguments && (calls.at(-1)!.arguments as any).url === `${origin}/status`) {
+          const page = JSON.parse(last.text);
+          if (page.nextOffset !== undefined) return { toolCalls: [{ name: 'http_fetch', arguments: { url: `${origin}/status`, offset: page.nextOffset } }] };
+        }
+        if (calls.length === 0) return { toolCalls: [{ name: 'http_fetch', arguments: { url: `${origin}/status` } }] };
+        const refusedSoFar = calls.filter((c) => refusedUrls.includes((c.arguments as any).url)).length;
+        if (refusedSoFar < refusedUrls.length) return { toolCalls: [{ name: 'http_fetch', arguments: { url: refusedUrls[refusedSoFar] } }] };
+        if (!calls.some((c) => (c.arguments as any).url === `${h.harper.httpUrl}agent/`)) return { toolCalls: [{ name: 'http_fetch', arguments: { url: `${h.harper.httpUrl}agent/`, method: 'HEAD' } }] };
+        return { text: 'checked' };
+      };
+      // The test server, the refused targets (allowed, so the address check is what refuses them), and this Harper's
+      // own HTTP port, which is allowed by default and must stay allowed beside the operator's list.
+      const fetchAllow = [origin, 'http://169.254.169.254', 'http://10.0.0.1', h.harper.httpUrl.replace(/\/$/, '')];
+      expect((await h.setConfig({ ...providerSettings('openai', server), maxToolResultBytes: CAP, workingSetBytes: 0, fetchAllow })).status).to.equal(200);
+      const s = await h.prompt('Is the status endpoint answering?');
+      expect([s.status, s.lastError]).to.deep.equal(['completed', null]);
+      const results = s.messages.filter((m: any) => m.role === 'tool');
+      const pages = results.filter((m: any) => !m.isError && JSON.parse(m.content).url === `${origin}/status`).map((m: any) => JSON.parse(m.content));
+      expect(pages.length).to.be.greaterThan(2);
+      expect(pages.map((p: any) => p.content).join('')).to.equal(body);
+      for (const p of pages) expect(p.status).to.equal(200);
+      const errors = results.filter((m: any) => m.isError).map((m: any) => JSON.parse(m.content).error);
+      expect(errors).to.deep.equal([
+        'http://169.254.169.254/latest/meta-data/ is refused: 169.254.169.254 is link-local (cloud metadata lives there)',
+        'http://10.0.0.1/ is refused: 10.0.0.1 is a private, unspecified or multicast address',
+        'http://10.0.0.1/ is refused: 10.0.0.1 is a private, unspecified or multicast address',
+      ]);
+      const own = JSON.parse(results.at(-1).content);
+      // This Harper's own port answers (the shared test Harper trusts local requests; http_fetch sends no credentials).
+      expect(own).to.include({ url: `${h.harper.httpUrl}agent/`, status: 200 });
+      expect((await h.setConfig({ fetchAllow: null })).status).to.equal(200);
+    });
   });
 });

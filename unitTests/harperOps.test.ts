@@ -17,10 +17,10 @@ function context(answer: (body: Record<string, unknown>) => unknown, maxResultBy
 }
 
 describe('Harper operations as tools', () => {
-  it('are in the default tools after the file and data tools, with no name twice', () => {
+  it('are in the default tools after the file and data tools, before http_fetch, with no name twice', () => {
     const names = defaultTools.map((t) => t.name);
     expect(new Set(names).size).to.equal(names.length);
-    expect(names.slice(-11)).to.deep.equal(['system_information', 'read_log', 'describe_all', 'describe_database', 'cluster_status', 'get_components', 'get_configuration', 'get_job', 'search_jobs_by_start_date', 'list_users', 'list_roles']);
+    expect(names.slice(-12)).to.deep.equal(['system_information', 'read_log', 'describe_all', 'describe_database', 'cluster_status', 'get_components', 'get_configuration', 'get_job', 'search_jobs_by_start_date', 'list_users', 'list_roles', 'http_fetch']);
   });
 
   it('send the operation with the model\'s arguments', async () => {

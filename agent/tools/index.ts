@@ -5,6 +5,7 @@ import { dataTools } from './dataTools.js';
 import { fsTools } from './fsTools.js';
 import { grepFilesTool } from './grepFiles.js';
 import { harperOperationTools } from './harperOps.js';
+import { httpFetchTool } from './httpFetch.js';
 import type { Tool } from './types.js';
 
 const Ajv = AjvModule.default ?? AjvModule;
@@ -34,8 +35,8 @@ export function createToolRegistry(tools: Tool[]): ToolRegistry {
 }
 
 /**
- * The model's tools, composed from their sources in this order: the file tools, the data tools, then Harper's own
- * operations. On a name clash the earlier source wins and the later tool is dropped: the file and data tools carry the
+ * The model's tools, composed from their sources in this order: the file tools, the data tools, Harper's own
+ * operations, then http_fetch. On a name clash the earlier source wins and the later tool is dropped: the file and data tools carry the
  * agent's own guarantees (scopes, paging, hidden tables), which a same-named operation would bypass.
  */
 export function composeTools(...sources: Tool[][]): Tool[] {
@@ -44,4 +45,4 @@ export function composeTools(...sources: Tool[][]): Tool[] {
   return [...byName.values()];
 }
 
-export const defaultTools: Tool[] = composeTools([...fsTools, grepFilesTool], dataTools, harperOperationTools);
+export const defaultTools: Tool[] = composeTools([...fsTools, grepFilesTool], dataTools, harperOperationTools, [httpFetchTool]);

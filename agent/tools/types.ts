@@ -10,6 +10,8 @@ export interface ToolContext {
   databases?: Record<string, unknown>;
   /** Runs a Harper operation as the user the run acts for (the operation tools); absent: no user, no operations. */
   operation?: (body: Record<string, unknown>) => Promise<unknown>;
+  /** Origins http_fetch may reach (agent.fetchAllow, or this Harper's own ports on loopback). */
+  fetchAllow?: string[];
 }
 
 export interface Tool {
