@@ -38,6 +38,8 @@ export interface AgentConfig {
   maxRetries: number;
   contextWindowTokens?: number;
   fetchAllow?: string[];
+  systemPromptAppend?: string;
+  user?: string;
 }
 
 export const CONFIG_KEYS = Object.keys(CONFIG_SCHEMA.properties) as (keyof AgentConfig)[];
@@ -195,7 +197,7 @@ export function boundsText(key: string): string {
   if (p.type === 'boolean') return 'true or false';
   if (p.type === 'integer') return `${number(p.minimum!)} to ${number(p.maximum!)}`;
   if (p.pattern === '^https?://') return 'an http:// or https:// URL';
-  if (p.maxLength !== undefined) return `${number(p.minLength ?? 0)} to ${number(p.maxLength)} characters`;
+  if (p.maxLength !== undefined) return `${p.minLength ? `${number(p.minLength)} to ` : 'up to '}${number(p.maxLength)} characters`;
   return 'not empty';
 }
 

@@ -7,6 +7,7 @@ import { parentPort } from 'node:worker_threads';
 import { localBackend } from '../resources/models/localBackend.js';
 import { Models } from '../resources/models/models.js';
 import { adminListener } from './adminPage.js';
+import { mcpListener } from './mcp.js';
 import { loadAgentConfig } from './agent.js';
 import { ConfigStore, type SettingTable } from './configStore.js';
 import { Cluster, harperNodeName, operationsUrl, type NodeTable } from './cluster.js';
@@ -88,6 +89,9 @@ function afterReady(ops: ReturnType<typeof createOperations>): ReturnType<typeof
 }
 
 server.http(operationsListener(operations, (m) => logger.error(m)), { port, securePort });
+
+// The agent over MCP, on Harper's HTTP port (before the admin page, which answers everything else under /agent/).
+server.http(mcpListener({ operations, version: PACKAGE.version, log: (m) => logger.error(m) }));
 
 // The admin page on Harper's HTTP port; on the operations port too, where the CLI follows a run's events.
 const admin = adminListener({

@@ -17,6 +17,8 @@ export interface HarperRequest {
   headers: { get?(name: string): string | null | undefined } & Record<string, unknown>;
   user?: User;
   _nodeRequest?: Readable;
+  /** Node's own response, for a listener that writes the answer itself (the MCP transport). */
+  _nodeResponse?: import('node:http').ServerResponse;
 }
 
 export interface HarperResponse {
@@ -67,21 +69,30 @@ export function authorize(user: User | undefined, what: string): User {
   return user;
 }
 
-/** Runs one agent operation for `user`: the one path from a request body to an answer, for every port. */
-export async function answerOperation(operations: Operations, name: string, input: Record<string, unknown>, request: HarperRequest, log: (message: string) => void): Promise<HarperResponse> {
-  const user = request.user;
-  // What an operation sent on to the node that owns its session carries: the caller's credentials.
-  const via: Via = { authorization: header(request, 'authorization'), forwardedBy: header(request, FORWARDED_HEADER) };
+/** What an operation sent on to the node that owns its session carries: the caller's credentials. */
+export function viaOf(request: HarperRequest): Via {
+  return { authorization: header(request, 'authorization'), forwardedBy: header(request, FORWARDED_HEADER) };
+}
+
+/** Runs one agent operation for `user`: the one path from an input to an answer (status and body), for every port
+ * and for MCP. */
+export async function runOperation(operations: Operations, name: string, input: Record<string, unknown>, user: User | undefined, via: Via, log: (message: string) => void): Promise<{ status: number; body: unknown }> {
   const op = operations[name]!;
   try {
     const who = authorize(user, name);
     checkInput(op, input);
-    return json(200, await op.handle(input, who, via));
+    return { status: 200, body: await op.handle(input, who, via) };
   } catch (error) {
-    if (error instanceof HttpError) return json(error.status, { error: error.message });
+    if (error instanceof HttpError) return { status: error.status, body: { error: error.message } };
     log(`harper-agent: ${name} failed: ${errorInfo(error)}`);
-    return json(500, { error: `${name} failed: ${errorInfo(error)}` });
+    return { status: 500, body: { error: `${name} failed: ${errorInfo(error)}` } };
   }
+}
+
+/** runOperation answered as JSON over HTTP. */
+export async function answerOperation(operations: Operations, name: string, input: Record<string, unknown>, request: HarperRequest, log: (message: string) => void): Promise<HarperResponse> {
+  const answer = await runOperation(operations, name, input, request.user, viaOf(request), log);
+  return json(answer.status, answer.body);
 }
 
 const OPERATION_FIELD = /"operation"\s*:\s*"([A-Za-z_]+)"/;

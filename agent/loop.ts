@@ -10,7 +10,7 @@ import type { GenerateOutput, Message, ModelBackend, ToolCall, ToolMessage } fro
 import type { AgentConfig } from './agent.js';
 import { contextBudget, estimateTokens, type ContextLimits } from './contextBudget.js';
 import { RunSupersededError, workingSetCuts, type RunGuard, type Session, type SessionHeader, type SessionStore } from './session.js';
-import { SYSTEM_PROMPT } from './systemPrompt.js';
+import { systemPrompt } from './systemPrompt.js';
 import type { ToolRegistry } from './tools/index.js';
 import type { Scopes } from './tools/scopes.js';
 import type { ToolContext } from './tools/types.js';
@@ -80,7 +80,7 @@ export interface TurnRequest {
 
 function buildInput(deps: LoopDeps, session: Session, req: TurnRequest) {
   return {
-    system: SYSTEM_PROMPT,
+    system: systemPrompt(req.config.systemPromptAppend),
     // Backends get a transcript they can send as it is: every tool call answered.
     messages: answeredTranscript(session.messages),
     tools: deps.tools.specs(),
@@ -323,8 +323,10 @@ async function runSession(deps: LoopDeps, id: string, guard: RunGuard, signal: A
     const ctx: ToolContext = { scopes: deps.scopes, maxResultBytes: config.maxToolResultBytes, signal, databases: deps.databases, fetchAllow: config.fetchAllow ?? deps.ownOrigins ?? [] };
     const req: TurnRequest = { backend, model, config, guard, signal };
     let session = (await deps.store.get(id))!;
-    // Harper's operations run as the user who owns the session, with that user's permissions; no user, no operations.
-    if (session.user && deps.operationsAs) ctx.operation = deps.operationsAs(session.user);
+    // Harper's operations run as agent.user when it is set, else as the user who owns the session, with that user's
+    // permissions; no user, no operations.
+    const actingUser = config.user ?? session.user;
+    if (actingUser && deps.operationsAs) ctx.operation = deps.operationsAs(actingUser);
     for (;;) {
       if (signal.aborted) return;
       const pending = unansweredToolCalls(session.messages);

@@ -5,7 +5,7 @@ import { threadId } from 'node:worker_threads';
 import { publicConfig } from './agent.js';
 import { ConfigChangeError, type ConfigChangeResult } from './configStore.js';
 import { contextBudget, estimateTokens } from './contextBudget.js';
-import { SYSTEM_PROMPT } from './systemPrompt.js';
+import { systemPrompt } from './systemPrompt.js';
 import { activeRun, newRunner, startRun, type LoopDeps } from './loop.js';
 import { Models } from '../resources/models/models.js';
 import { sessionSummary, SessionNotFoundError, type SessionHeader } from './session.js';
@@ -110,7 +110,7 @@ export function createOperations(deps: OperationsDeps): Record<string, Operation
         // How close the session is to its model's context window: the estimate the pre-flight uses, and the budget.
         const model = s.model ?? '';
         const budget = await contextBudget(deps.config(), s.provider, model, deps.limits);
-        const estimatedContextTokens = estimateTokens({ system: SYSTEM_PROMPT, tools: deps.tools.specs(), messages: s.messages });
+        const estimatedContextTokens = estimateTokens({ system: systemPrompt(deps.config().systemPromptAppend), tools: deps.tools.specs(), messages: s.messages });
         return { ...s, estimatedContextTokens, contextBudget: budget };
       },
     },

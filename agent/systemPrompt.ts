@@ -19,3 +19,8 @@ ones over 2 KiB are cut to a 2 KiB head that keeps their cursor. Note what you n
 a page again from its cursor (path, offset, startLine) if you need it whole.
 Key material (Harper's keys, *.pem, *.key, private keys inside files) is never served: do not try to work around it.
 Be concise: say what you found, with file names and line numbers, and what the operator should do.`;
+
+/** The system prompt with the operator's own instructions (agent.systemPromptAppend) after it, under their own heading. */
+export function systemPrompt(append?: string): string {
+  return append?.trim() ? `${SYSTEM_PROMPT}\n\n=== Operator instructions ===\n${append.trim()}` : SYSTEM_PROMPT;
+}

@@ -85,6 +85,28 @@ describe("Harper's operations as tools, on a real Harper", function () {
     expect(s.messages.at(-1).content).to.equal(`Done after ${3 + pages.length} calls.`);
   });
 
+  it("agent.user: the operations run with that user's role, refused exactly as Harper refuses it; agent.systemPromptAppend reaches the model", async () => {
+    const { h, server } = suite;
+    expect((await h.op({ operation: 'add_role', role: 'ops_reader', permission: { super_user: false } })).status).to.equal(200);
+    expect((await h.op({ operation: 'add_user', role: 'ops_reader', username: 'ops_reader', password: 'reader-pass', active: true })).status).to.equal(200);
+    const direct = await h.op({ operation: 'read_log', limit: 5 }, { username: 'ops_reader', password: 'reader-pass' });
+    expect(direct.status).to.equal(403);
+    server.reset([{ toolCalls: [{ name: 'read_log', arguments: { limit: 5 } }] }, { text: 'refused' }]);
+    const append = 'Only ever look at the replication logs.';
+    expect((await h.setConfig({ ...providerSettings('openai', server), user: 'ops_reader', systemPromptAppend: append })).status).to.equal(200);
+    try {
+      const s = await h.prompt('Read the log.');
+      expect([s.status, s.lastError]).to.deep.equal(['completed', null]);
+      const result = s.messages.find((m: any) => m.role === 'tool');
+      expect(result.isError).to.equal(true);
+      expect(JSON.parse(result.content).error).to.equal(`read_log: Harper refused it (403): ${direct.body.error}`);
+      expect(server.requests[0]!.neutral.systems).to.have.length(1);
+      expect(server.requests[0]!.neutral.systems[0]!.endsWith(`\n\n=== Operator instructions ===\n${append}`)).to.equal(true);
+    } finally {
+      expect((await h.setConfig({ user: null, systemPromptAppend: null })).status).to.equal(200);
+    }
+  });
+
   describe('http_fetch', () => {
     let web: Server;
     let origin: string;
