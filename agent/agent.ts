@@ -16,6 +16,7 @@ interface KeySchema {
   pattern?: string;
   enum?: unknown[];
   maxItems?: number;
+  items?: { pattern?: string };
   description?: string;
 }
 
@@ -38,6 +39,7 @@ export interface AgentConfig {
   maxRetries: number;
   contextWindowTokens?: number;
   fetchAllow?: string[];
+  allowOperations?: string[];
   systemPromptAppend?: string;
   user?: string;
 }
@@ -193,7 +195,7 @@ export function boundsText(key: string): string {
   const p = CONFIG_SCHEMA.properties[key];
   if (!p) return '';
   if (p.enum) return `one of ${p.enum.join(', ')}`;
-  if (p.type === 'array') return `up to ${p.maxItems} http(s) origins`;
+  if (p.type === 'array') return `up to ${p.maxItems} ${p.items?.pattern === '^[a-z_]+$' ? 'operation names' : 'http(s) origins'}`;
   if (p.type === 'boolean') return 'true or false';
   if (p.type === 'integer') return `${number(p.minimum!)} to ${number(p.maximum!)}`;
   if (p.pattern === '^https?://') return 'an http:// or https:// URL';

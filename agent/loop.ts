@@ -320,7 +320,7 @@ async function runSession(deps: LoopDeps, id: string, guard: RunGuard, signal: A
       maxRetries: config.maxRetries,
       errors: providerErrors,
     });
-    const ctx: ToolContext = { scopes: deps.scopes, maxResultBytes: config.maxToolResultBytes, signal, databases: deps.databases, fetchAllow: config.fetchAllow ?? deps.ownOrigins ?? [] };
+    const ctx: ToolContext = { scopes: deps.scopes, maxResultBytes: config.maxToolResultBytes, signal, databases: deps.databases, fetchAllow: config.fetchAllow ?? deps.ownOrigins ?? [], allowOperations: config.allowOperations ?? [] };
     const req: TurnRequest = { backend, model, config, guard, signal };
     let session = (await deps.store.get(id))!;
     // Harper's operations run as agent.user when it is set, else as the user who owns the session, with that user's
@@ -339,6 +339,9 @@ async function runSession(deps: LoopDeps, id: string, guard: RunGuard, signal: A
               ? await invokeTool(deps.tools, call, ctx)
               : capObservation(call, { error: `the operator denied ${call.name}; do not retry it unless asked` }, true, ctx.maxResultBytes);
             resume = undefined;
+          } else if (tool?.destructive && tool.refuse?.(call.arguments, ctx)) {
+            // Refused before any approval is asked for: the operator is not asked about what could never run.
+            observation = capObservation(call, { error: tool.refuse(call.arguments, ctx) }, true, ctx.maxResultBytes);
           } else if (tool?.destructive && !config.autoApprove) {
             await deps.store.mutate(
               id,

@@ -107,6 +107,33 @@ describe("Harper's operations as tools, on a real Harper", function () {
     }
   });
 
+  it('harper_operation: an operation not in agent.allowOperations is refused without asking; an allowed one waits for approval, then runs', async () => {
+    const { h, server } = suite;
+    server.reset([
+      { toolCalls: [{ name: 'harper_operation', arguments: { operation: 'drop_database', arguments: { database: 'data' } } }] },
+      { toolCalls: [{ name: 'harper_operation', arguments: { operation: 'create_database', arguments: { database: 'agent_made' } } }] },
+      { text: 'created' },
+    ]);
+    expect((await h.setConfig({ ...providerSettings('openai', server), allowOperations: ['create_database'] })).status).to.equal(200);
+    try {
+      const waiting = await h.prompt('Make a database.');
+      expect(waiting.status).to.equal('awaiting_approval');
+      const refused = waiting.messages.find((m: any) => m.role === 'tool');
+      expect([refused.isError, JSON.parse(refused.content).error]).to.deep.equal([true, 'drop_database is not in agent.allowOperations (allowed: create_database); only the operator can add it']);
+      expect(waiting.pendingApprovals).to.have.length(1);
+      expect(waiting.pendingApprovals[0]).to.deep.include({ name: 'harper_operation', arguments: { operation: 'create_database', arguments: { database: 'agent_made' } } });
+      expect((await h.op({ operation: 'describe_all' })).body).to.not.have.property('agent_made');
+      const approved = await h.op({ operation: 'approve_agent_action', session_id: waiting.session_id, approval_id: waiting.pendingApprovals[0].approval_id, approved: true });
+      expect(approved.status, JSON.stringify(approved.body)).to.equal(200);
+      const done = await h.waitForSession(waiting.session_id, ['completed', 'error', 'aborted']);
+      expect([done.status, done.lastError]).to.deep.equal(['completed', null]);
+      expect((await h.op({ operation: 'describe_all' })).body).to.have.property('agent_made');
+    } finally {
+      expect((await h.setConfig({ allowOperations: null })).status).to.equal(200);
+      await h.op({ operation: 'drop_database', database: 'agent_made' });
+    }
+  });
+
   describe('http_fetch', () => {
     let web: Server;
     let origin: string;

@@ -20,7 +20,7 @@ describe('Harper operations as tools', () => {
   it('are in the default tools after the file and data tools, before http_fetch, with no name twice', () => {
     const names = defaultTools.map((t) => t.name);
     expect(new Set(names).size).to.equal(names.length);
-    expect(names.slice(-12)).to.deep.equal(['system_information', 'read_log', 'describe_all', 'describe_database', 'cluster_status', 'get_components', 'get_configuration', 'get_job', 'search_jobs_by_start_date', 'list_users', 'list_roles', 'http_fetch']);
+    expect(names.slice(-13)).to.deep.equal(['system_information', 'read_log', 'describe_all', 'describe_database', 'cluster_status', 'get_components', 'get_configuration', 'get_job', 'search_jobs_by_start_date', 'list_users', 'list_roles', 'harper_operation', 'http_fetch']);
   });
 
   it('send the operation with the model\'s arguments', async () => {
@@ -52,6 +52,18 @@ describe('Harper operations as tools', () => {
       note: '[withheld: key material]',
     });
     expect(redactSecrets({ authentication: { operationTokenTimeout: '1d', refreshToken: 'abc' }, clientSecret: 's', api_key: 'k' })).to.deep.equal({ authentication: { operationTokenTimeout: '1d', refreshToken: '[redacted]' }, clientSecret: '[redacted]', api_key: '[redacted]' });
+  });
+
+  it('harper_operation: destructive, refused unless agent.allowOperations names the operation, then sent with its arguments', async () => {
+    const change = tool('harper_operation');
+    expect(change.destructive).to.equal(true);
+    const { ctx, sent } = context(() => ({ message: 'created' }));
+    expect(change.refuse!({ operation: 'drop_database' }, ctx)).to.equal('drop_database is not in agent.allowOperations (allowed: none); only the operator can add it');
+    ctx.allowOperations = ['create_database'];
+    expect(change.refuse!({ operation: 'drop_database' }, ctx)).to.equal('drop_database is not in agent.allowOperations (allowed: create_database); only the operator can add it');
+    expect(change.refuse!({ operation: 'create_database' }, ctx)).to.equal(null);
+    expect(await change.handler({ operation: 'create_database', arguments: { database: 'd', operation: 'drop_database' } }, ctx)).to.deep.equal({ message: 'created' });
+    expect(sent).to.deep.equal([{ database: 'd', operation: 'create_database' }]);
   });
 
   it('list_users: never a password hash or token', async () => {

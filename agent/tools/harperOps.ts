@@ -130,6 +130,31 @@ const readLog: Tool = {
   },
 };
 
+/** Operations that change the instance: run only when agent.allowOperations names them, and only once approved. */
+const changeOperation: Tool = {
+  name: 'harper_operation',
+  description:
+    'Run a Harper operation that changes the instance (for example restart_service, drop_table, set_configuration), ' +
+    'with its arguments. Only the operations the operator named in agent.allowOperations can run, and each waits for ' +
+    "the operator's approval. Prefer the read tools to find out what to change first.",
+  parameters: {
+    type: 'object',
+    properties: { operation: { type: 'string', pattern: '^[a-z_]+$' }, arguments: { type: 'object' } },
+    required: ['operation'],
+    additionalProperties: false,
+  },
+  destructive: true,
+  refuse(args, ctx) {
+    const allowed = ctx.allowOperations ?? [];
+    return allowed.includes(args.operation as string) ? null : `${args.operation} is not in agent.allowOperations (allowed: ${allowed.join(', ') || 'none'}); only the operator can add it`;
+  },
+  async handler(args, ctx) {
+    const why = changeOperation.refuse!(args, ctx);
+    if (why) throw new ToolError(why);
+    return run(ctx, { ...((args.arguments as Record<string, unknown>) ?? {}), operation: args.operation });
+  },
+};
+
 export const harperOperationTools: Tool[] = [
   operationTool(
     'system_information',
@@ -153,4 +178,5 @@ export const harperOperationTools: Tool[] = [
   ),
   operationTool('list_users', "Harper's users with their roles and whether each is active (never their password hashes).", {}, withoutHashes),
   operationTool('list_roles', "Harper's roles and their permissions."),
+  changeOperation,
 ];

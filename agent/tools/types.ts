@@ -12,6 +12,8 @@ export interface ToolContext {
   operation?: (body: Record<string, unknown>) => Promise<unknown>;
   /** Origins http_fetch may reach (agent.fetchAllow, or this Harper's own ports on loopback). */
   fetchAllow?: string[];
+  /** Harper operations that change the instance the operator allows (agent.allowOperations); each waits for approval. */
+  allowOperations?: string[];
 }
 
 export interface Tool {
@@ -23,6 +25,8 @@ export interface Tool {
   /** What the cap's marker tells the model to do when this tool's result is cut. */
   advice?: string;
   handler(args: Record<string, unknown>, ctx: ToolContext): Promise<unknown>;
+  /** Why this call can never run (checked before a destructive call waits for approval), or null. */
+  refuse?(args: Record<string, unknown>, ctx: ToolContext): string | null;
 }
 
 /** A refusal or bad input the model can act on: its message becomes the error observation. */
