@@ -50,6 +50,7 @@ describe('deploy_component into a plain Harper (the packed tarball)', function (
       'package/node_modules/@anthropic-ai/sdk/package.json',
       'package/node_modules/@aws-sdk/client-bedrock-runtime/package.json',
       'package/node_modules/ajv/package.json',
+      'package/node_modules/@modelcontextprotocol/sdk/package.json',
     ]) {
       expect(files, f).to.include(f);
     }
@@ -58,7 +59,7 @@ describe('deploy_component into a plain Harper (the packed tarball)', function (
     }
     expect(files.filter((f) => /^package\/(dist\/(unitTests|integrationTests|bench|scripts)|agent|unitTests)\//.test(f))).to.deep.equal([]);
     const packed = JSON.parse((await run('tar', ['xzOf', tarball, 'package/package.json'])).stdout);
-    expect(Object.keys(packed.dependencies).sort()).to.deep.equal(['ajv', 'harper-agent-anthropic', 'harper-agent-bedrock', 'harper-agent-openai']);
+    expect(Object.keys(packed.dependencies).sort()).to.deep.equal(['@modelcontextprotocol/sdk', 'ajv', 'harper-agent-anthropic', 'harper-agent-bedrock', 'harper-agent-openai']);
   });
 
   it('deployed as a payload: the agent answers on every thread with all backends, and each provider completes a prompt', async function () {

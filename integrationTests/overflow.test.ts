@@ -5,7 +5,6 @@ import type { TestHarper } from './harness.js';
 import { providerSuite } from './providerSuite.js';
 import { NOT_OVERFLOW_SAMPLES, OVERFLOW_SAMPLES } from './providerServer/overflowSamples.js';
 import { pagerResponder } from './providerServer/pager.js';
-import {  } from './providerServer/server.js';
 import { providerSettings, twoPrompts, writeBigLog } from './recoveryScenarios.js';
 
 describe('overflow detection for OpenAI-compatible servers', function () {
@@ -15,8 +14,8 @@ describe('overflow detection for OpenAI-compatible servers', function () {
   before(() => (h = suite.h));
 
   for (const sample of OVERFLOW_SAMPLES) {
-    it(`${sample.server}: rejected at 45 KB, the page is cut, the retry completes`, async () => {
-      const run = twoPrompts(h, server, 'openai', 45_000);
+    it(`${sample.server}: rejected 40 KB over the first request, the page is cut, the retry completes`, async () => {
+      const run = twoPrompts(h, server, 'openai', 40_000);
       server.contextError = () => ({ status: sample.status, body: sample.body });
       const r = await run;
       const two = r.runs[1]!;
@@ -40,7 +39,8 @@ describe('overflow detection for OpenAI-compatible servers', function () {
   it('a server that truncates silently (length, nothing produced) is recovered like a rejection', async () => {
     const pager = pagerResponder('logs', 'big.log');
     server.reset();
-    server.responder = (req) => (req.bytes > 45_000 ? { finish: 'length', text: '' } : pager(req));
+    let first = 0; // the limit is 40 KB over the first request: one page fits, two do not
+    server.responder = (req) => ((first ||= req.bytes) + 40_000 < req.bytes ? { finish: 'length', text: '' } : pager(req));
     await h.setConfig({ ...providerSettings('openai', server), maxToolResultBytes: 65536 });
     const one = await h.prompt('Read logs/big.log');
     const two = await h.prompt('Read the next page of logs/big.log', one.session_id);
@@ -50,13 +50,14 @@ describe('overflow detection for OpenAI-compatible servers', function () {
   });
 
   it('usage at agent.contextWindowTokens is a silent overflow; when the retry overflows too, lastError says so', async () => {
+    const WINDOW = 20_000; // room for the first request (system prompt and tool specs), not for a 32 KB page too
     server.reset();
-    server.responder = (req) => ({ text: 'an answer from a cut prompt', usage: { input: 9000, output: 5 } });
-    await h.setConfig({ ...providerSettings('openai', server), contextWindowTokens: 9000 });
+    server.responder = (req) => ({ text: 'an answer from a cut prompt', usage: { input: WINDOW, output: 5 } });
+    await h.setConfig({ ...providerSettings('openai', server), contextWindowTokens: WINDOW });
     server.script = [{ toolCalls: [{ name: 'read_file', arguments: { root: 'logs', path: 'big.log' } }] }];
     const s = await h.prompt('Read logs/big.log');
     expect(s.status).to.equal('error');
-    expect(s.lastError).to.match(/reported 9000 input tokens, all of agent\.contextWindowTokens \(9000\).*a silent overflow.*start a new session\.$/);
+    expect(s.lastError).to.match(new RegExp(`reported ${WINDOW} input tokens, all of agent\\.contextWindowTokens \\(${WINDOW}\\).*a silent overflow.*start a new session\\.$`));
     await h.setConfig({ contextWindowTokens: null });
   });
 });

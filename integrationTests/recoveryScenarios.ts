@@ -25,6 +25,7 @@ export interface RunReport {
 
 export interface ScenarioReport {
   title: string;
+  /** The request size above which the server rejected. */
   limit: number;
   sessionId: string;
   runs: RunReport[];
@@ -58,14 +59,21 @@ async function runPrompt(h: TestHarper, server: ProviderServer, prompt: string, 
   return { sessionId: s.session_id, report: { prompt, requests, toolMessageBytes, status: s.status, lastError: s.lastError } };
 }
 
-/** Two prompts on one session in which the model reads big.log, with requests over `limit` bytes rejected. */
-export async function twoPrompts(h: TestHarper, server: ProviderServer, provider: Provider, limit: number): Promise<ScenarioReport> {
-  server.reset([], limit);
+/**
+ * Two prompts on one session in which the model reads big.log, with requests rejected when they are more than
+ * `headroom` bytes over the first request (its system prompt, tool specs and prompt): a 32 KB page fits in 40 KB of
+ * headroom, two do not.
+ */
+export async function twoPrompts(h: TestHarper, server: ProviderServer, provider: Provider, headroom: number): Promise<ScenarioReport> {
+  server.reset([]);
+  server.byteLimitOverFirst = headroom;
   server.responder = pagerResponder('logs', 'big.log');
   await h.setConfig({ ...providerSettings(provider, server), maxToolResultBytes: 65536 });
   const one = await runPrompt(h, server, 'Read logs/big.log and tell me what you see.');
   const two = await runPrompt(h, server, 'Read the next page of logs/big.log.', one.sessionId);
-  return { title: `${provider}, request limit ${limit / 1000} KB: two prompts reading a 1 MB log`, limit, sessionId: one.sessionId, runs: [one.report, two.report] };
+  const limit = server.byteLimit;
+  const title = `${provider}, request limit ${(limit / 1000).toFixed(1)} KB (the first request + ${headroom / 1000} KB): two prompts reading a 1 MB log`;
+  return { title, limit, sessionId: one.sessionId, runs: [one.report, two.report] };
 }
 
 /** A session a pre-cap agent broke: a stored 1,057,864-byte tool message, written straight into AgentSession. */

@@ -11,7 +11,7 @@ try {
   const bigLog = writeBigLog(h.logsDir);
   console.log(`Harper up (operations API ${h.harper.opsUrl}); wrote logs/big.log (${Buffer.byteLength(bigLog).toLocaleString('en-US')} bytes). Provider: openai SDK.`);
   console.log(formatScenario(await twoPrompts(h, server, 'openai', 300_000)));
-  console.log(formatScenario(await twoPrompts(h, server, 'openai', 45_000)));
+  console.log(formatScenario(await twoPrompts(h, server, 'openai', 40_000)));
   console.log(formatScenario(await brokenSession(h, server, 'openai', 300_000, bigLog)));
 } finally {
   await h.stop();

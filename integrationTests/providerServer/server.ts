@@ -201,6 +201,9 @@ export class ProviderServer {
   responder?: Responder;
   /** Requests whose body is over this many bytes get the provider's context-window rejection. */
   byteLimit = Number.POSITIVE_INFINITY;
+  /** When set, the first request after a reset sets byteLimit to its own size plus this: a limit measured from the
+   * fixed part of every request (system prompt, tool specs, prompt), so a scenario holds however long the tool list is. */
+  byteLimitOverFirst?: number;
   /** How long each answer waits, so a run lasts long enough to be watched, cancelled or outlived. */
   delayMs = 0;
   /** Replaces the context-window envelope (to try other servers' wording). */
@@ -229,6 +232,7 @@ export class ProviderServer {
     this.requests.length = 0;
     this.script = script;
     this.byteLimit = byteLimit;
+    this.byteLimitOverFirst = undefined;
     this.responder = undefined;
     this.contextError = undefined;
     this.delayMs = 0;
@@ -255,6 +259,7 @@ export class ProviderServer {
     const neutral: NeutralRequest = { provider, bytes: raw.length, ...decoded };
     const record: Recorded = { provider, path: url, bytes: raw.length, body, neutral, rejected: false, status: 200 };
     this.requests.push(record);
+    if (this.byteLimitOverFirst !== undefined && this.requests.length === 1) this.byteLimit = raw.length + this.byteLimitOverFirst;
     const send = (status: number, payload: unknown, headers: Record<string, string> = {}) => {
       record.status = status;
       res.writeHead(status, { 'content-type': 'application/json', ...(provider === 'anthropic' ? { 'request-id': id('req') } : {}), ...headers }).end(JSON.stringify(payload));
