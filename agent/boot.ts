@@ -74,6 +74,7 @@ const operations = afterReady(createOperations({
   config: () => configs.current(),
   changeConfig: (change, user) => configs.set(change, user),
   persistedConfig: () => configs.persisted(),
+  refreshConfig: () => configs.reload(),
   instance: { version: PACKAGE.version, startedAt: new Date().toISOString() },
   cluster,
   log: (m) => logger.warn(m),

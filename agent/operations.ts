@@ -24,6 +24,9 @@ export interface OperationsDeps extends LoopDeps {
   changeConfig(change: Record<string, unknown>, user: string | null): Promise<ConfigChangeResult>;
   /** set_agent_config's changes in force (the API key as "(set)"). */
   persistedConfig(): Record<string, unknown>;
+  /** Reads the persisted changes again, so a prompt right after set_agent_config on another worker thread runs with
+   * it (the table subscription that carries it to this thread can land moments later). */
+  refreshConfig?(): Promise<void>;
   /** This component's version and when this thread loaded it. */
   instance: { version: string; startedAt: string };
   /** This node, and the way to the node that owns a session (absent in unit tests: every session is local). */
@@ -69,6 +72,7 @@ export function createOperations(deps: OperationsDeps): Record<string, Operation
         const message = input.message as string;
         const bytes = Buffer.byteLength(message);
         if (bytes > MAX_MESSAGE_BYTES) throw new HttpError(413, `message is ${bytes} bytes; agent_prompt accepts at most ${MAX_MESSAGE_BYTES}`);
+        await deps.refreshConfig?.();
         const config = deps.config();
         const registration = Models.get(config.provider);
         if (!registration) {

@@ -39,6 +39,22 @@ describe('the run loop', () => {
     expect(s.messages.map((m) => [m.role, m.content])).to.deep.equal([['user', 'hi'], ['assistant', 'hello']]);
   });
 
+  it('a prompt reads the persisted config again before it starts (a change made on another thread is in force)', async () => {
+    const h = harness([text('hello')], { model: 'old-model' });
+    let config = h.config;
+    const operations = createOperations({
+      ...h.deps,
+      config: () => config,
+      refreshConfig: async () => void (config = { ...config, model: 'new-model' }),
+      changeConfig: () => Promise.reject(new Error('no config store in this test')),
+      persistedConfig: () => ({}),
+      instance: { version: 'test', startedAt: new Date(0).toISOString() },
+    });
+    const r = (await operations.agent_prompt.handle({ message: 'hi' }, user)) as { session_id: string };
+    await activeRun(r.session_id)?.done;
+    expect((await h.store.get(r.session_id))!.model).to.equal('new-model');
+  });
+
   it('sends the system prompt once, in input.system only, never as a message', async () => {
     const h = harness([calls(['list_dir', { root: 'logs' }]), text('done')]);
     await prompt(h, 'list');
