@@ -13,6 +13,8 @@ import { providerSettings } from './recoveryScenarios.js';
 
 const CAP = 16384;
 const FROM = '2030-01-01T00:00:00.000Z';
+const ANALYTICS_FROM = Date.now() - 3_600_000;
+const ANALYTICS_UNTIL = Date.now() + 3_600_000;
 const KEY_BODY = 'MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7';
 
 /** The scripted investigator: system_information, then read_log page by page, then get_configuration, then an
@@ -27,7 +29,12 @@ function investigator(req: NeutralRequest): Turn {
     if (page.nextStart !== undefined) return { toolCalls: [{ name: 'read_log', arguments: { start: page.nextStart, limit: 1000, from: FROM } }] };
     return { toolCalls: [{ name: 'get_configuration', arguments: {} }] };
   }
-  if (calls.at(-1) === 'get_configuration') return { toolCalls: [{ name: 'drop_database', arguments: { database: 'data' } }] };
+  if (calls.at(-1) === 'get_configuration') return { toolCalls: [{ name: 'list_metrics', arguments: {} }] };
+  if (calls.at(-1) === 'list_metrics') {
+    const metric = JSON.parse(last!.text)[0];
+    return { toolCalls: [{ name: 'get_analytics', arguments: { metric, start_time: ANALYTICS_FROM, end_time: ANALYTICS_UNTIL } }] };
+  }
+  if (calls.at(-1) === 'get_analytics') return { toolCalls: [{ name: 'drop_database', arguments: { database: 'data' } }] };
   return { text: `Done after ${calls.length} calls.` };
 }
 
@@ -74,6 +81,16 @@ describe("Harper's operations as tools, on a real Harper", function () {
     expect(JSON.parse(config).tls.privateKey).to.equal('[redacted]');
     expect(config).to.not.include('sk-secret-value-123');
 
+    // list_metrics and get_analytics answer the model as they answer the operations API (get_analytics streams its
+    // records inside Harper; the tool reads them out).
+    const metrics = JSON.parse(byName('list_metrics')[0].content);
+    expect(metrics).to.deep.equal((await h.op({ operation: 'list_metrics' })).body);
+    const analytics = JSON.parse(byName('get_analytics')[0].content);
+    const directAnalytics = await h.op({ operation: 'get_analytics', metric: metrics[0], start_time: ANALYTICS_FROM, end_time: ANALYTICS_UNTIL });
+    expect(analytics).to.be.an('array');
+    expect(analytics).to.deep.equal(directAnalytics.body);
+    for (const sample of analytics) expect(sample.metric).to.equal(metrics[0]);
+
     const refused = byName('drop_database')[0];
     expect(refused.isError).to.equal(true);
     expect(refused.content).to.match(/unknown tool/i);
@@ -82,7 +99,7 @@ describe("Harper's operations as tools, on a real Harper", function () {
     const sent = JSON.stringify(server.requests.map((r) => r.body));
     expect(sent).to.not.include(KEY_BODY);
     expect(sent).to.not.include('sk-secret-value-123');
-    expect(s.messages.at(-1).content).to.equal(`Done after ${3 + pages.length} calls.`);
+    expect(s.messages.at(-1).content).to.equal(`Done after ${5 + pages.length} calls.`);
   });
 
   it("agent.user: the operations run with that user's role, refused exactly as Harper refuses it; agent.systemPromptAppend reaches the model", async () => {

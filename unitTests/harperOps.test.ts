@@ -20,13 +20,26 @@ describe('Harper operations as tools', () => {
   it('are in the default tools after the file and data tools, before http_fetch, with no name twice', () => {
     const names = defaultTools.map((t) => t.name);
     expect(new Set(names).size).to.equal(names.length);
-    expect(names.slice(-13)).to.deep.equal(['system_information', 'read_log', 'describe_all', 'describe_database', 'cluster_status', 'get_components', 'get_configuration', 'get_job', 'search_jobs_by_start_date', 'list_users', 'list_roles', 'harper_operation', 'http_fetch']);
+    expect(names.slice(-16)).to.deep.equal(['system_information', 'read_log', 'describe_all', 'describe_database', 'cluster_status', 'get_components', 'get_configuration', 'get_status', 'list_metrics', 'get_analytics', 'get_job', 'search_jobs_by_start_date', 'list_users', 'list_roles', 'harper_operation', 'http_fetch']);
   });
 
   it('send the operation with the model\'s arguments', async () => {
     const { ctx, sent } = context(() => ({ time: { uptime: 5 } }));
     expect(await tool('system_information').handler({ attributes: ['time'] }, ctx)).to.deep.equal({ time: { uptime: 5 } });
     expect(sent).to.deep.equal([{ operation: 'system_information', attributes: ['time'] }]);
+  });
+
+  it('read out an answer Harper streams (an iterable of promised records), up to 10,000 entries and a note', async () => {
+    async function* records(n: number) {
+      for (let i = 0; i < n; i++) yield Promise.resolve({ id: i, metric: 'duration', token: `t${i}` });
+    }
+    const { ctx, sent } = context((body) => records(body.metric === 'many' ? 10_001 : 3));
+    expect(await tool('get_analytics').handler({ metric: 'duration', start_time: 1, end_time: 2 }, ctx)).to.deep.equal([0, 1, 2].map((id) => ({ id, metric: 'duration', token: '[redacted]' })));
+    expect(sent[0]).to.deep.equal({ operation: 'get_analytics', metric: 'duration', start_time: 1, end_time: 2 });
+    const many = (await tool('get_analytics').handler({ metric: 'many' }, ctx)) as unknown[];
+    expect(many).to.have.length(10_001);
+    expect(many[9_999]).to.deep.include({ id: 9_999 });
+    expect(many[10_000]).to.equal('[more entries not read: over 10000; narrow the question]');
   });
 
   it('are off without a user: a clear refusal, nothing sent', async () => {

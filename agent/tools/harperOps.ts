@@ -36,9 +36,28 @@ export function operationsAs(server: OperationServer): (username: string) => Run
   };
 }
 
-function run(ctx: ToolContext, body: Record<string, unknown>): Promise<unknown> {
+/** The most entries read from an operation that answers with a stream (get_analytics, searches). */
+const MAX_STREAMED = 10_000;
+
+async function run(ctx: ToolContext, body: Record<string, unknown>): Promise<unknown> {
   if (!ctx.operation) throw new ToolError(`${body.operation} is off: this run acts for no Harper user (the session has none)`);
-  return ctx.operation(body);
+  return settled(await ctx.operation(body));
+}
+
+/** An operation's answer as plain data: Harper answers some operations with an iterable of (promised) records, which
+ * its HTTP layer would serialise; read here up to MAX_STREAMED entries, then a note saying to narrow the question. */
+async function settled(value: unknown): Promise<unknown> {
+  if (value === null || typeof value !== 'object' || Array.isArray(value) || Buffer.isBuffer(value)) return value;
+  if (!(Symbol.asyncIterator in value) && !(Symbol.iterator in value)) return value;
+  const out: unknown[] = [];
+  for await (const entry of value as AsyncIterable<unknown>) {
+    if (out.length === MAX_STREAMED) {
+      out.push(`[more entries not read: over ${MAX_STREAMED}; narrow the question]`);
+      break;
+    }
+    out.push(await entry);
+  }
+  return out;
 }
 
 const WITHHELD = '[withheld: key material]';
@@ -84,7 +103,7 @@ const operationTool = (name: string, description: string, properties: Record<str
   description,
   parameters: { type: 'object', properties, required, additionalProperties: false },
   async handler(args, ctx) {
-    return shape(await run(ctx, { operation: name, ...args }));
+    return shape(redactSecrets(await run(ctx, { operation: name, ...args })));
   },
 });
 
@@ -151,7 +170,7 @@ const changeOperation: Tool = {
   async handler(args, ctx) {
     const why = changeOperation.refuse!(args, ctx);
     if (why) throw new ToolError(why);
-    return run(ctx, { ...((args.arguments as Record<string, unknown>) ?? {}), operation: args.operation });
+    return redactSecrets(await run(ctx, { ...((args.arguments as Record<string, unknown>) ?? {}), operation: args.operation }));
   },
 };
 
@@ -167,7 +186,25 @@ export const harperOperationTools: Tool[] = [
   operationTool('describe_database', 'One database: its tables, their attributes, primary keys and record counts.', { database: { type: 'string', minLength: 1 } }, (r) => r, ['database']),
   operationTool('cluster_status', "Replication: this node's connections to the other nodes, per database, whether each is connected, its latency and back-pressure."),
   operationTool('get_components', 'The components installed in this Harper (their folders and files) and whether each loaded.'),
-  operationTool('get_configuration', "This Harper's configuration (harperdb-config.yaml as in force). Secret values (passwords, tokens, private keys, API keys) are redacted.", {}, (r) => redactSecrets(r)),
+  operationTool('get_configuration', "This Harper's configuration (harperdb-config.yaml as in force). Secret values (passwords, tokens, private keys, API keys) are redacted."),
+  operationTool('get_status', 'Status records set on this Harper (set_status), e.g. a maintenance flag; one by id, or all.', { id: { type: 'string', minLength: 1 } }),
+  operationTool('list_metrics', 'The names of the analytics metrics get_analytics can read (builtin ones; custom ones with metric_types).', {
+    metric_types: { type: 'array', items: { type: 'string', enum: ['builtin', 'custom'] }, minItems: 1 },
+  }),
+  operationTool(
+    'get_analytics',
+    "One metric's samples over time (e.g. duration, success, cache-hit, memory, utilization, replication-latency; " +
+      'list_metrics names them). Always pass a window: start_time and end_time in epoch milliseconds, as narrow as the ' +
+      'question; get_attributes picks the fields of each sample. A wide window is cut at the result cap.',
+    {
+      metric: { type: 'string', minLength: 1 },
+      start_time: { type: 'integer', minimum: 0 },
+      end_time: { type: 'integer', minimum: 0 },
+      get_attributes: { type: 'array', items: { type: 'string', minLength: 1 }, minItems: 1 },
+    },
+    (r) => r,
+    ['metric']
+  ),
   operationTool('get_job', 'One background job (export, import, delete) by id: its status, progress and message.', { id: { type: 'string', minLength: 1 } }, (r) => r, ['id']),
   operationTool(
     'search_jobs_by_start_date',
