@@ -3,6 +3,7 @@
 import { expect } from 'chai';
 import type { TestHarper } from './harness.js';
 import { providerSuite } from './providerSuite.js';
+import { HELD_BACK_NOT_OVERFLOW, HELD_BACK_OVERFLOW } from './providerServer/heldBackSamples.js';
 import { NOT_OVERFLOW_SAMPLES, OVERFLOW_SAMPLES } from './providerServer/overflowSamples.js';
 import { pagerResponder } from './providerServer/pager.js';
 import { providerSettings, twoPrompts, writeBigLog } from './recoveryScenarios.js';
@@ -13,7 +14,7 @@ describe('overflow detection for OpenAI-compatible servers', function () {
   let h!: TestHarper;
   before(() => (h = suite.h));
 
-  for (const sample of OVERFLOW_SAMPLES) {
+  for (const sample of [...OVERFLOW_SAMPLES, ...HELD_BACK_OVERFLOW]) {
     it(`${sample.server}: rejected 40 KB over the first request, the page is cut, the retry completes`, async () => {
       const run = twoPrompts(h, server, 'openai', 40_000);
       server.contextError = () => ({ status: sample.status, body: sample.body });
@@ -25,7 +26,7 @@ describe('overflow detection for OpenAI-compatible servers', function () {
     });
   }
 
-  for (const sample of NOT_OVERFLOW_SAMPLES) {
+  for (const sample of [...NOT_OVERFLOW_SAMPLES, ...HELD_BACK_NOT_OVERFLOW]) {
     it(`${sample.server} (${sample.status}) is not taken for an overflow: the run ends error, nothing is cut`, async () => {
       server.reset([{ error: { status: sample.status, body: sample.body } }]);
       await h.setConfig({ ...providerSettings('openai', server), maxToolResultBytes: 65536 });

@@ -1,4 +1,5 @@
 import { expect } from 'chai';
+import { HELD_BACK_NOT_OVERFLOW, HELD_BACK_OVERFLOW } from '../integrationTests/providerServer/heldBackSamples.js';
 import { NOT_OVERFLOW_SAMPLES, OVERFLOW_SAMPLES } from '../integrationTests/providerServer/overflowSamples.js';
 import { classifyProviderError, isContextWindowExceeded } from '../resources/models/backendHelpers.js';
 
@@ -8,10 +9,10 @@ const failureOf = (s: { status: number; body: unknown }) => {
 };
 
 describe('isContextWindowExceeded', () => {
-  for (const sample of OVERFLOW_SAMPLES) {
+  for (const sample of [...OVERFLOW_SAMPLES, ...HELD_BACK_OVERFLOW]) {
     it(`flags ${sample.server}`, () => expect(isContextWindowExceeded(failureOf(sample))).to.equal(true));
   }
-  for (const sample of NOT_OVERFLOW_SAMPLES) {
+  for (const sample of [...NOT_OVERFLOW_SAMPLES, ...HELD_BACK_NOT_OVERFLOW]) {
     it(`does not flag ${sample.server} (${sample.status})`, () => expect(isContextWindowExceeded(failureOf(sample))).to.equal(false));
   }
   it('flags 413 alone and 422 with wording; never other statuses, whatever the wording', () => {
@@ -22,6 +23,22 @@ describe('isContextWindowExceeded', () => {
     }
     expect(isContextWindowExceeded({ message: 'maximum context length is 10 tokens' })).to.equal(false);
   });
+  it('reads the family, not a list of phrases: subject near a limit in one sentence, vetoes first', () => {
+    const at400 = (message: string) => isContextWindowExceeded({ status: 400, message });
+    expect(at400('Your conversation is longer than this deployment allows (window 8192)')).to.equal(true);
+    expect(at400('input tokens exceed the configured limit')).to.equal(true);
+    // A subject and a limit in different sentences, or too far apart, are not a claim.
+    expect(at400(`The request was malformed. ${'x'.repeat(10)} Field length must be set.`)).to.equal(false);
+    expect(at400(`request ${'y'.repeat(80)} limit`)).to.equal(false);
+    // Vetoes win over the grammar: rate limits, quotas and billing, output size, message count, headers.
+    expect(at400('Request too large for model: tokens per min (TPM) limit exceeded')).to.equal(false);
+    expect(at400('The prompt exceeds your monthly quota')).to.equal(false);
+    expect(at400('max_tokens is too large for the context window of this model')).to.equal(false);
+    expect(at400('400 Request Header Or Cookie Too Large')).to.equal(false);
+    // Keys are not read: a 400 whose only length words are JSON keys is not an overflow.
+    expect(isContextWindowExceeded({ status: 400, body: { request_length: 12, context: 'chat', message: 'unknown model' } })).to.equal(false);
+  });
+
   it('reads JSON nested in a message string', () => {
     const nested = JSON.stringify({ error: { code: 'context_length_exceeded' } });
     expect(isContextWindowExceeded({ status: 400, message: `upstream said: ${nested}` })).to.equal(true);

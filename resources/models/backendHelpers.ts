@@ -21,52 +21,77 @@ export function isModelError(error: unknown): error is ModelError {
   return error instanceof Error && error.name === 'ModelError' && 'contextWindowExceeded' in error;
 }
 
-/** The signals, checked in this order: structured codes, then wording, then the rate-limit veto. */
+/**
+ * The signals, as data, checked in this order: a status that can mean it at all; structured codes; a status that
+ * means it alone; the vetoes (a rejection cutting tool results cannot fix: rate limits, quotas and billing, an
+ * output-size, message-count or header limit); then the family's grammar: a subject that is the input (context,
+ * prompt, input, request, messages, token count…) within a few words of a limit (length, window, limit, maximum,
+ * exceeds, too long…) in one sentence. Every text in the error is read, JSON nested in a message included.
+ */
 export const CONTEXT_WINDOW_SIGNALS = {
   flaggableStatuses: [400, 413, 422],
   statusAlone: [413],
-  codes: ['context_length_exceeded', 'request_too_large', 'exceed_context_size_error'],
-  phrases: [
-    { source: 'OpenAI, OpenRouter', pattern: /maximum context length is \d+ tokens/i },
-    { source: 'vLLM', pattern: /longer than the maximum model length/i },
-    { source: 'vLLM', pattern: /is too long and exceeds limit of \d+/i },
-    { source: 'llama.cpp server', pattern: /exceeds the available context size/i },
-    { source: 'LM Studio', pattern: /tokens to keep from the initial prompt is greater than the context length/i },
-    { source: 'Groq', pattern: /please reduce the length of the messages or completion/i },
-    { source: 'Mistral', pattern: /too large for model with \d+ maximum context length/i },
-    { source: 'Gemini (OpenAI-compatible)', pattern: /input token count \(?\d+\)? exceeds the maximum number of tokens allowed/i },
-    { source: 'Anthropic', pattern: /prompt is too long/i },
-    { source: 'Anthropic', pattern: /input length and `?max_tokens`? exceed context limit/i },
-    { source: 'Bedrock', pattern: /input is too long for requested model/i },
-    { source: 'Bedrock', pattern: /too many (input )?tokens/i },
-    { source: 'generic', pattern: /exceeds? (the )?(model'?s )?(maximum )?context (window|length)/i },
+  codes: ['context_length_exceeded', 'model_max_prompt_tokens_exceeded', 'exceed_context_size_error', 'request_too_large', 'context_window_exceeded', 'ContextWindowExceededError'],
+  vetoes: [
+    { why: 'a rate limit', pattern: /rate.?limit|per (minute|min\b|day)|\b[TR]P[MD]\b|too many requests/i },
+    { why: 'a quota or billing', pattern: /quota|billing|credit balance|insufficient (balance|funds|credits?)|payment/i },
+    { why: 'an output-size limit', pattern: /(^|[.:;]\s*)\W?max_(new_|completion_|output_)?tokens\W?\s*(:|is\b|must\b|should\b|cannot\b|=|>)|\b(output|completion) tokens\b[^.]*\b(at most|maximum allowed)|\b(at most|maximum allowed( number of)?) \d* ?(output|completion) tokens/i },
+    { why: 'a message-count limit', pattern: /array too long|array_above_max_length/i },
+    { why: 'a header limit', pattern: /(header|cookie)s? too large/i },
   ],
-  rateLimitVeto: [/rate.?limit/i, /per minute/i, /\bTPM\b/, /quota/i],
-} as const;
+  /** What the input is called. */
+  subject: /\b(context(\s+(window|length|size))?|prompts?|inputs?|request|messages|conversation|sequence|(number|count) of tokens|tokens? count|tokens? limit|model (max(imum)? )?length)\b/gi,
+  /** What is said of it. */
+  limit: /\b(length|window|limit|maximum|exceed(s|ed|ing)?|too (long|large|big|many)|greater than|larger than|more than|must be (<=|less than|at most|no more than)|must have (less|fewer) than)/gi,
+  /** How far apart (characters) a subject and a limit may be, in one sentence. */
+  nearBy: 60,
+};
 
-function failureText(failure: ProviderFailure): string {
-  let body = '';
-  if (typeof failure.body === 'string') body = failure.body;
-  else if (failure.body !== undefined) {
-    try {
-      body = JSON.stringify(failure.body);
-    } catch {
-      body = '';
-    }
+/** Every text in an error: its code, type and message, and every string in its body, JSON inside a string parsed and
+ * walked too (gateways wrap the upstream error as text). Keys are not read: `"type":"invalid_request_error"` says
+ * nothing about length. */
+function errorTexts(failure: ProviderFailure): string[] {
+  const out: string[] = [];
+  const walk = (value: unknown, depth: number): void => {
+    if (depth > 8 || value === null || value === undefined) return;
+    if (typeof value === 'string') {
+      out.push(value);
+      const at = value.search(/[[{]/); // "upstream said: {...}"
+      if (at >= 0) {
+        try {
+          walk(JSON.parse(value.slice(at)), depth + 1);
+        } catch {
+          // not JSON after all: read as text
+        }
+      }
+    } else if (Array.isArray(value)) value.forEach((v) => walk(v, depth + 1));
+    else if (typeof value === 'object') Object.values(value as Record<string, unknown>).forEach((v) => walk(v, depth + 1));
+  };
+  for (const part of [failure.code, failure.type, failure.message, failure.body]) walk(part, 0);
+  return out;
+}
+
+/** The family's grammar: a subject naming the input near a limit word, in one sentence of `text`. */
+export function saysInputOverLimit(text: string): boolean {
+  const s = CONTEXT_WINDOW_SIGNALS;
+  for (const sentence of text.split(/[.!?](?=\s|$)|\n/)) {
+    const subjects = [...sentence.matchAll(s.subject)].map((m) => m.index!);
+    if (subjects.length === 0) continue;
+    const limits = [...sentence.matchAll(s.limit)].map((m) => m.index!);
+    if (subjects.some((at) => limits.some((l) => Math.abs(l - at) <= s.nearBy))) return true;
   }
-  // JSON nested inside a message string is still text: its codes and wording are found as they are.
-  return [failure.code, failure.type, failure.message, body].filter(Boolean).join('\n');
+  return false;
 }
 
 /** True when the provider rejected the request as longer than the model's context window. */
 export function isContextWindowExceeded(failure: ProviderFailure): boolean {
   const s = CONTEXT_WINDOW_SIGNALS;
-  if (failure.status === undefined || !(s.flaggableStatuses as readonly number[]).includes(failure.status)) return false;
-  const text = failureText(failure);
-  if (s.codes.some((code) => new RegExp(`\\b${code}\\b`).test(text))) return true;
-  if ((s.statusAlone as readonly number[]).includes(failure.status)) return true;
-  if (s.rateLimitVeto.some((veto) => veto.test(text))) return false;
-  return s.phrases.some((phrase) => phrase.pattern.test(text));
+  if (failure.status === undefined || !s.flaggableStatuses.includes(failure.status)) return false;
+  const texts = errorTexts(failure);
+  if (texts.some((text) => s.codes.some((code) => new RegExp(`\\b${code}\\b`).test(text)))) return true;
+  if (s.statusAlone.includes(failure.status)) return true;
+  if (texts.some((text) => s.vetoes.some((veto) => veto.pattern.test(text)))) return false;
+  return texts.some(saysInputOverLimit);
 }
 
 /**
