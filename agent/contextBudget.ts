@@ -1,19 +1,16 @@
-// The pre-flight context budget: how many tokens a request may hold for a provider and model, a conservative
-// estimate of a request's tokens, and what earlier rejections taught (kept in a small Harper table).
+// The pre-flight context budget: how many tokens a request may hold for a provider, server and model, a conservative
+// estimate of a request's tokens, and what servers reported and rejections taught (kept in a small Harper table).
+// The window comes from, in order: agent.contextWindowTokens; the server itself (self-hosted servers report it:
+// vLLM, llama.cpp, LM Studio, OpenRouter; asked once per provider, base URL and model); the model catalog
+// (agent/modelCatalog.ts). A rejection the estimate let through lowers it.
 import type { AgentConfig } from './agent.js';
-import type { GenerateInput } from '../resources/models/types.js';
+import type { GenerateInput, ReportedWindow } from '../resources/models/types.js';
+import { catalogWindow } from './modelCatalog.js';
 
 /** Tokens per byte of the request JSON, over-counted on purpose: see DESIGN.md ("Estimating tokens"). */
 export const BYTES_PER_TOKEN = 3;
 /** After a rejection the estimate let through, requests stay under this share of the size that failed. */
 export const LEARNED_MARGIN = 0.9;
-
-/** Context windows of the models the backends name by default. */
-export const KNOWN_CONTEXT_WINDOWS: Record<string, number> = {
-  'gpt-4.1-mini': 1_047_576,
-  'claude-sonnet-4-5': 200_000,
-  'anthropic.claude-3-5-sonnet-20240620-v1:0': 200_000,
-};
 
 /** What a wire format adds around the content: the request envelope, and per message and per tool. */
 const ENVELOPE_BYTES = 512;
@@ -25,56 +22,148 @@ export function estimateTokens(input: Pick<GenerateInput, 'system' | 'messages' 
   return Math.ceil(bytes / BYTES_PER_TOKEN);
 }
 
-/** Where learned limits are kept: `agent.AgentContextLimit` in Harper, a map in unit tests. */
+/** Where limits are kept: `agent.AgentContextLimit` in Harper, a map in unit tests. */
 export interface LimitTable {
   get(id: string): unknown;
   put(id: string, record: Record<string, unknown>): unknown;
+  delete?(id: string): unknown;
+  search?(query: Record<string, unknown>): AsyncIterable<unknown>;
 }
 
+/** Which model on which server: what a server reports or rejects holds for that server only. */
+export interface ModelTarget {
+  provider: string;
+  /** agent.baseUrl, or undefined for the provider's own default endpoint. */
+  baseUrl?: string;
+  model: string;
+}
+
+export interface LimitRow {
+  key: string;
+  provider: string;
+  baseUrl: string | null;
+  model: string;
+  /** The smallest request (estimated tokens) the server rejected. */
+  failedTokens?: number | null;
+  /** The window the server reported, and where. */
+  windowTokens?: number | null;
+  windowSource?: string | null;
+  updatedAt?: Date;
+}
+
+/** A row as plain data: Harper's records expose their attributes as getters, which a spread does not copy. */
+function plainRow(r: LimitRow | undefined | null): LimitRow | null {
+  if (!r) return null;
+  return { key: r.key, provider: r.provider, baseUrl: r.baseUrl ?? null, model: r.model, failedTokens: r.failedTokens ?? null, windowTokens: r.windowTokens ?? null, windowSource: r.windowSource ?? null, updatedAt: r.updatedAt };
+}
+
+/** How long a server that did not say its window is left unasked (per thread). */
+const UNREPORTED_RETRY_MS = 10 * 60_000;
+
 export class ContextLimits {
-  private readonly learned = new Map<string, number>();
+  private readonly rows = new Map<string, LimitRow>();
+  private readonly unreported = new Map<string, number>();
   constructor(private readonly table?: () => LimitTable | undefined) {}
 
-  private key(provider: string, model: string) {
-    return `${provider}:${model}`;
+  static key(t: ModelTarget): string {
+    return `${t.provider}|${t.baseUrl ?? 'default'}|${t.model}`;
   }
 
-  /** The smallest request (estimated tokens) a provider has rejected for a model, if any. */
-  async failedAt(provider: string, model: string): Promise<number | undefined> {
-    const key = this.key(provider, model);
-    if (!this.learned.has(key)) {
-      const row = (await this.table?.()?.get(key)) as { failedTokens?: number } | undefined;
-      if (row?.failedTokens) this.learned.set(key, row.failedTokens);
-    }
-    return this.learned.get(key);
+  // Read from the table on each use (a local read), not cached: a limit forgotten or learned on one worker thread
+  // holds on every thread at once. The map stands in for the table where there is none (unit tests).
+  private async row(t: ModelTarget): Promise<LimitRow | null> {
+    const key = ContextLimits.key(t);
+    const table = this.table?.();
+    if (!table) return this.rows.get(key) ?? null;
+    return plainRow((await table.get(key)) as LimitRow | undefined);
   }
 
-  async learn(provider: string, model: string, failedTokens: number): Promise<void> {
-    const key = this.key(provider, model);
-    const known = await this.failedAt(provider, model);
+  private async save(t: ModelTarget, change: Partial<LimitRow>): Promise<void> {
+    const key = ContextLimits.key(t);
+    const row: LimitRow = { ...((await this.row(t)) ?? { key, provider: t.provider, baseUrl: t.baseUrl ?? null, model: t.model }), ...change, updatedAt: new Date() };
+    const table = this.table?.();
+    if (table) await table.put(key, row as unknown as Record<string, unknown>);
+    else this.rows.set(key, row);
+  }
+
+  /** The smallest request (estimated tokens) the server has rejected for the model, if any. */
+  async failedAt(t: ModelTarget): Promise<number | undefined> {
+    return (await this.row(t))?.failedTokens ?? undefined;
+  }
+
+  async learn(t: ModelTarget, failedTokens: number): Promise<void> {
+    const known = await this.failedAt(t);
     if (known !== undefined && known <= failedTokens) return;
-    this.learned.set(key, failedTokens);
-    await this.table?.()?.put(key, { key, failedTokens, updatedAt: new Date() });
+    await this.save(t, { failedTokens });
+  }
+
+  /** The window the server reported for the model: kept once asked; a server that does not say is asked again later. */
+  async reported(t: ModelTarget, ask?: () => Promise<ReportedWindow | undefined>): Promise<ReportedWindow | undefined> {
+    const row = await this.row(t);
+    if (row?.windowTokens) return { tokens: row.windowTokens, source: row.windowSource ?? 'the server' };
+    const key = ContextLimits.key(t);
+    if (!ask || (this.unreported.get(key) ?? 0) > Date.now()) return undefined;
+    const got = await ask().catch(() => undefined);
+    if (!got) {
+      this.unreported.set(key, Date.now() + UNREPORTED_RETRY_MS);
+      return undefined;
+    }
+    await this.save(t, { windowTokens: got.tokens, windowSource: got.source });
+    return got;
+  }
+
+  /** Every kept limit, for list_agent_context_limits. */
+  async list(): Promise<LimitRow[]> {
+    const table = this.table?.();
+    const out: LimitRow[] = [];
+    if (table?.search) for await (const row of table.search({ conditions: [] })) out.push(plainRow(row as LimitRow)!);
+    else out.push(...this.rows.values());
+    return out.sort((a, b) => a.key.localeCompare(b.key));
+  }
+
+  /** Forgets kept limits (all, or those keys): the next request asks the server again and nothing learned holds. */
+  async forget(keys?: string[]): Promise<string[]> {
+    const kept = new Set((await this.list()).map((r) => r.key));
+    const gone = (keys ?? [...kept]).filter((key) => kept.has(key));
+    const table = this.table?.();
+    for (const key of gone) {
+      this.unreported.delete(key);
+      if (table?.delete) await table.delete(key);
+      else this.rows.delete(key);
+    }
+    return gone;
   }
 }
 
 export interface Budget {
   /** Tokens the request (system prompt, tools, transcript) may hold. */
   tokens: number;
-  /** How it was decided. */
+  /** How it was decided, naming where the window came from. */
   source: string;
 }
 
-/** The budget for a request, or null when the context window is unknown (no pre-flight). */
-export async function contextBudget(config: AgentConfig, provider: string, model: string, limits?: ContextLimits): Promise<Budget | null> {
-  const window = config.contextWindowTokens ?? KNOWN_CONTEXT_WINDOWS[model];
-  const failed = await limits?.failedAt(provider, model);
-  const fromWindow = window !== undefined ? window - config.maxTokens : undefined;
+/** The model's window and where it came from: the operator, the server, or the catalog. */
+async function windowOf(config: AgentConfig, t: ModelTarget, limits?: ContextLimits, ask?: () => Promise<ReportedWindow | undefined>): Promise<{ tokens: number; from: string } | undefined> {
+  if (config.contextWindowTokens !== undefined) return { tokens: config.contextWindowTokens, from: 'agent.contextWindowTokens' };
+  const reported = await limits?.reported(t, ask);
+  if (reported) return { tokens: reported.tokens, from: `the server (${reported.source})` };
+  const known = await catalogWindow(t.provider, t.model);
+  if (known) return { tokens: known.tokens, from: `the model catalog (${known.source})` };
+  return undefined;
+}
+
+/**
+ * The budget for a request, or null when the context window is unknown (no pre-flight). `ask` lets the server be asked
+ * for its window (a run passes its backend's reportedWindow; a status view passes none and reads what is kept).
+ */
+export async function contextBudget(config: AgentConfig, t: ModelTarget, limits?: ContextLimits, ask?: () => Promise<ReportedWindow | undefined>): Promise<Budget | null> {
+  const window = await windowOf(config, t, limits, ask);
+  const failed = await limits?.failedAt(t);
+  const fromWindow = window !== undefined ? window.tokens - config.maxTokens : undefined;
   const fromFailure = failed !== undefined ? Math.floor(failed * LEARNED_MARGIN) : undefined;
   if (fromWindow === undefined && fromFailure === undefined) return null;
   if (fromFailure !== undefined && (fromWindow === undefined || fromFailure < fromWindow)) {
-    return { tokens: fromFailure, source: `learned: ${provider} rejected a request of about ${failed} tokens for ${model}` };
+    return { tokens: fromFailure, source: `learned: ${t.provider} rejected a request of about ${failed} tokens for ${t.model}` };
   }
-  const where = config.contextWindowTokens !== undefined ? 'agent.contextWindowTokens' : `the known window of ${model}`;
-  return { tokens: fromWindow!, source: `${where} (${window}) less agent.maxTokens (${config.maxTokens})` };
+  return { tokens: fromWindow!, source: `${window!.from} (${window!.tokens}) less agent.maxTokens (${config.maxTokens})` };
 }

@@ -8,7 +8,7 @@ import { answeredTranscript, isAbortError, isModelError, ModelError, providerErr
 import { Models } from '../resources/models/models.js';
 import type { GenerateOutput, Message, ModelBackend, ToolCall, ToolMessage } from '../resources/models/types.js';
 import type { AgentConfig } from './agent.js';
-import { contextBudget, estimateTokens, type ContextLimits } from './contextBudget.js';
+import { contextBudget, estimateTokens, type ContextLimits, type ModelTarget } from './contextBudget.js';
 import { RunSupersededError, workingSetCuts, type RunGuard, type Session, type SessionHeader, type SessionStore } from './session.js';
 import { systemPrompt } from './systemPrompt.js';
 import type { ToolRegistry } from './tools/index.js';
@@ -78,6 +78,9 @@ export interface TurnRequest {
   signal: AbortSignal;
 }
 
+/** The model on the server this run talks to: what is reported or learned about a window is kept per server. */
+const target = (req: TurnRequest): ModelTarget => ({ provider: req.backend.provider, baseUrl: req.config.baseUrl, model: req.model });
+
 function buildInput(deps: LoopDeps, session: Session, req: TurnRequest) {
   return {
     system: systemPrompt(req.config.systemPromptAppend),
@@ -134,7 +137,7 @@ export async function generateTurn(deps: LoopDeps, current: Session, req: TurnRe
   } catch (error) {
     if (!isModelError(error) || !error.contextWindowExceeded || req.signal.aborted) throw error;
     // The estimate let this request through and the provider still rejected it: remember the size that failed.
-    await deps.limits?.learn(req.backend.provider, req.model, estimate).catch(() => undefined);
+    await deps.limits?.learn(target(req), estimate).catch(() => undefined);
     deps.log?.(`harper-agent: session ${id}: ${error.message}; cutting the newest tool results and retrying once`);
     const cut = await deps.store.shrinkNewestToolResults(id, req.guard);
     if (cut === 0) {
@@ -174,7 +177,7 @@ async function fitBudget(deps: LoopDeps, current: Session, req: TurnRequest): Pr
   const id = current.session_id;
   let session = current;
   let estimate = estimateTokens(buildInput(deps, session, req));
-  const budget = await contextBudget(req.config, req.backend.provider, req.model, deps.limits);
+  const budget = await contextBudget(req.config, target(req), deps.limits, req.backend.reportedWindow && (() => req.backend.reportedWindow!(req.model, req.signal)));
   while (budget && estimate > budget.tokens) {
     const cut = await deps.store.shrinkNewestToolResults(id, req.guard);
     if (cut === 0) {

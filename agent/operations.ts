@@ -113,7 +113,7 @@ export function createOperations(deps: OperationsDeps): Record<string, Operation
         const s = await mustGet(input.session_id as string);
         // How close the session is to its model's context window: the estimate the pre-flight uses, and the budget.
         const model = s.model ?? '';
-        const budget = await contextBudget(deps.config(), s.provider, model, deps.limits);
+        const budget = await contextBudget(deps.config(), { provider: s.provider, baseUrl: deps.config().baseUrl, model }, deps.limits);
         const estimatedContextTokens = estimateTokens({ system: systemPrompt(deps.config().systemPromptAppend), tools: deps.tools.specs(), messages: s.messages });
         return { ...s, estimatedContextTokens, contextBudget: budget };
       },
@@ -182,6 +182,22 @@ export function createOperations(deps: OperationsDeps): Record<string, Operation
           config: publicConfig(deps.config()),
           persisted: deps.persistedConfig(),
         };
+      },
+    },
+
+    list_agent_context_limits: {
+      // What servers reported and rejections taught about context windows, per provider, base URL and model.
+      schema: object({}),
+      async handle() {
+        return { limits: (await deps.limits?.list()) ?? [] };
+      },
+    },
+
+    forget_agent_context_limits: {
+      // Forgets them (all, or the keys named): the next run asks the server again and learns afresh.
+      schema: object({ keys: { type: 'array', items: { type: 'string', minLength: 1 }, minItems: 1, maxItems: 1000 } }),
+      async handle(input) {
+        return { forgotten: (await deps.limits?.forget(input.keys as string[] | undefined)) ?? [] };
       },
     },
 

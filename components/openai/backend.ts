@@ -2,7 +2,7 @@
 // OpenAI-compatible server (OPENAI_BASE_URL or agent.baseUrl).
 import OpenAI from 'openai';
 import type { ChatCompletionMessageParam, ChatCompletionTool } from 'openai/resources/chat/completions';
-import type { BackendOptions, FinishReason, GenerateInput, GenerateOutput, ModelBackend, ToolCall } from '../../resources/models/types.js';
+import type { BackendOptions, FinishReason, GenerateInput, GenerateOutput, ModelBackend, ReportedWindow, ToolCall } from '../../resources/models/types.js';
 
 /** Parses a tool call's JSON arguments; a provider that sends text that is not a JSON object gets null. */
 export function parseToolArguments(text: string | undefined | null): Record<string, unknown> | null {
@@ -66,6 +66,37 @@ export class OpenAIBackend implements ModelBackend {
       timeout: options.requestTimeoutMs,
       maxRetries: options.maxRetries,
     });
+  }
+
+  /**
+   * The window a self-hosted or routing server reports for the model: the model list's own field (vLLM max_model_len,
+   * OpenRouter context_length, Groq context_window), llama.cpp's /props n_ctx (per slot, what it will accept), LM
+   * Studio's /api/v0/models. OpenAI itself reports none (the catalog knows its models), so it is not asked.
+   */
+  async reportedWindow(model: string, signal: AbortSignal): Promise<ReportedWindow | undefined> {
+    const base = this.client.baseURL.replace(/\/+$/, '');
+    if (/^https:\/\/api\.openai\.com\b/.test(base)) return undefined;
+    const root = base.replace(/\/v1$/, '');
+    const get = async (url: string): Promise<any> => {
+      try {
+        const response = await fetch(url, { headers: { authorization: `Bearer ${this.client.apiKey}` }, signal: AbortSignal.any([signal, AbortSignal.timeout(5000)]) });
+        return response.ok ? await response.json() : undefined;
+      } catch {
+        return undefined;
+      }
+    };
+    const tokens = (value: unknown) => (Number.isInteger(value) && (value as number) > 0 ? (value as number) : undefined);
+    const listed = ((await get(`${base}/models`))?.data ?? []).find?.((m: { id?: string }) => m?.id === model);
+    for (const field of ['max_model_len', 'context_length', 'context_window', 'max_context_length']) {
+      if (tokens(listed?.[field])) return { tokens: listed[field], source: `GET ${new URL(base).pathname.replace(/\/$/, '')}/models ${field}` };
+    }
+    const props = await get(`${root}/props`);
+    const nCtx = tokens(props?.default_generation_settings?.n_ctx) ?? tokens(props?.n_ctx);
+    if (nCtx) return { tokens: nCtx, source: 'GET /props n_ctx (llama.cpp)' };
+    const lmStudio = await get(`${root}/api/v0/models/${encodeURIComponent(model)}`);
+    const loaded = tokens(lmStudio?.loaded_context_length) ?? tokens(lmStudio?.max_context_length);
+    if (loaded) return { tokens: loaded, source: `GET /api/v0/models ${tokens(lmStudio?.loaded_context_length) ? 'loaded_context_length' : 'max_context_length'} (LM Studio)` };
+    return undefined;
   }
 
   async generate(input: GenerateInput, signal: AbortSignal): Promise<GenerateOutput> {

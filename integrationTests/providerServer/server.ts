@@ -208,6 +208,11 @@ export class ProviderServer {
   delayMs = 0;
   /** Replaces the context-window envelope (to try other servers' wording). */
   contextError?: (provider: Provider, bytes: number) => { status: number; body: unknown; headers?: Record<string, string> };
+  /** Answers the GET discovery endpoints self-hosted servers have (vLLM /v1/models, llama.cpp /props, LM Studio
+   * /api/v0/models/:id): return the body, or undefined for a 404. */
+  discovery?: (path: string) => unknown;
+  /** Every GET the server was sent, in order. */
+  readonly gets: string[] = [];
   private server?: Server;
   private readonly sockets = new Set<import('node:net').Socket>();
   url = '';
@@ -236,6 +241,8 @@ export class ProviderServer {
     this.responder = undefined;
     this.contextError = undefined;
     this.delayMs = 0;
+    this.discovery = undefined;
+    this.gets.length = 0;
   }
 
   private async handle(req: IncomingMessage, res: ServerResponse) {
@@ -243,6 +250,12 @@ export class ProviderServer {
     for await (const c of req) chunks.push(c as Buffer);
     const raw = Buffer.concat(chunks);
     const url = req.url ?? '';
+    if (req.method === 'GET') {
+      this.gets.push(url);
+      const answer = this.discovery?.(url);
+      res.writeHead(answer === undefined ? 404 : 200, { 'content-type': 'application/json' }).end(JSON.stringify(answer ?? { error: { message: `no route ${url}` } }));
+      return;
+    }
     let provider: Provider;
     let model = '';
     if (/\/chat\/completions$/.test(url)) provider = 'openai';

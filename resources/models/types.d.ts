@@ -57,9 +57,17 @@ export interface GenerateOutput {
   detail?: string;
 }
 
+/** A context window as a server reported it, and where it was read (e.g. "GET /v1/models max_model_len"). */
+export interface ReportedWindow {
+  tokens: number;
+  source: string;
+}
+
 export interface ModelBackend {
   readonly provider: string;
   generate(input: GenerateInput, signal: AbortSignal): Promise<GenerateOutput>;
+  /** Asks the server for the model's context window (self-hosted servers report it); undefined when it does not say. */
+  reportedWindow?(model: string, signal: AbortSignal): Promise<ReportedWindow | undefined>;
 }
 
 /** What a backend factory receives: the agent config in force, and the agent's provider-error seam. */
