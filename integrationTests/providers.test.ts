@@ -13,7 +13,7 @@ describe('provider backends through Harper', function () {
   let h!: TestHarper;
   before(() => (h = suite.h));
 
-  for (const provider of ['openai', 'anthropic', 'bedrock'] as const) {
+  for (const provider of ['openai', 'anthropic', 'bedrock', 'ollama'] as const) {
     it(`${provider}: a prompt that makes one tool call and completes`, async () => {
       const settings = providerSettings(provider, server);
       expect((await h.setConfig(settings)).status).to.equal(200);
@@ -34,7 +34,7 @@ describe('provider backends through Harper', function () {
     });
   }
 
-  it('a tool result of 1 MB is stored capped in the AgentSession row', async () => {
+  it('a tool result of 1 MB is stored capped in the AgentSession row, and sent as stored, with each provider', async () => {
     expect((await h.op({ operation: 'create_database', database: 'capdata' })).status).to.equal(200);
     expect((await h.op({ operation: 'create_table', database: 'capdata', table: 'blobs', primary_key: 'id' })).status).to.equal(200);
     const big = 'b'.repeat(1_000_000);
@@ -44,19 +44,22 @@ describe('provider backends through Harper', function () {
       if (inserted.status !== 200) await new Promise((r) => setTimeout(r, 250)); // the new table reaches every thread
     }
     expect(inserted.status).to.equal(200);
-    expect((await h.setConfig({ ...providerSettings('openai', server), maxToolResultBytes: 4096 })).status).to.equal(200);
-    server.reset([{ toolCalls: [{ name: 'search_table', arguments: { database: 'capdata', table: 'blobs', id: 'one' } }] }, { text: 'it is big' }]);
-    const s = await h.prompt('show the blob');
-    expect(s.status, s.lastError).to.equal('completed');
-    const row = await h.row(s.session_id);
-    const tool = row.messages.find((m: any) => m.role === 'tool');
-    expect(Buffer.byteLength(tool.content)).to.be.at.most(4096).and.greaterThan(4000);
-    expect(tool.cut).to.equal('cap');
-    const m = /…\[truncated; full result is (\d+) bytes\. Ask for less: ask for fewer records \(limit\), fewer attributes \(select\), or a narrower condition\]$/.exec(tool.content);
-    expect(m, tool.content.slice(-300)).to.not.equal(null);
-    expect(Number(m![1])).to.be.within(1_000_050, 1_000_200); // the record as JSON: 1 MB payload plus its envelope
-    for (const m of row.messages.filter((x: any) => x.role === 'tool')) expect(Buffer.byteLength(m.content)).to.be.at.most(4096);
-    // What the model received is what was stored.
-    expect(server.requests[1]!.neutral.messages.at(-1)!.text).to.equal(tool.content);
+    for (const provider of ['openai', 'anthropic', 'bedrock', 'ollama'] as const) {
+      expect((await h.setConfig({ ...providerSettings(provider, server), maxToolResultBytes: 4096 })).status).to.equal(200);
+      server.reset([{ toolCalls: [{ name: 'search_table', arguments: { database: 'capdata', table: 'blobs', id: 'one' } }] }, { text: 'it is big' }]);
+      const s = await h.prompt('show the blob');
+      expect(s.status, s.lastError).to.equal('completed');
+      const row = await h.row(s.session_id);
+      const tool = row.messages.find((m: any) => m.role === 'tool');
+      expect(Buffer.byteLength(tool.content), provider).to.be.at.most(4096).and.greaterThan(4000);
+      expect(tool.cut).to.equal('cap');
+      const m = /…\[truncated; full result is (\d+) bytes\. Ask for less: ask for fewer records \(limit\), fewer attributes \(select\), or a narrower condition\]$/.exec(tool.content);
+      expect(m, tool.content.slice(-300)).to.not.equal(null);
+      expect(Number(m![1])).to.be.within(1_000_050, 1_000_200); // the record as JSON: 1 MB payload plus its envelope
+      for (const m of row.messages.filter((x: any) => x.role === 'tool')) expect(Buffer.byteLength(m.content)).to.be.at.most(4096);
+      // What the model received is what was stored.
+      expect(server.requests[1]!.provider).to.equal(provider);
+      expect(server.requests[1]!.neutral.messages.at(-1)!.text).to.equal(tool.content);
+    }
   });
 });

@@ -28,7 +28,7 @@ describe('recovery from context-window rejections, end to end', function () {
     console.log(`      first request: ${server.requests[0]!.bytes} bytes with one system prompt; a second copy would add ${twice} bytes`);
   });
 
-  for (const provider of ['openai', 'anthropic', 'bedrock'] as const) {
+  for (const provider of ['openai', 'anthropic', 'bedrock', 'ollama'] as const) {
     it(`${provider}, a limit 40 KB over the first request: the request after the second page is rejected, that page is cut to 2 KiB, the retry completes`, async () => {
       const r = await twoPrompts(h, server, provider, 40_000);
       const [one, two] = r.runs;

@@ -2,8 +2,9 @@
 import { expect } from 'chai';
 import { AnthropicBackend } from 'harper-agent-anthropic/backend';
 import { BedrockBackend } from 'harper-agent-bedrock/backend';
+import { OllamaBackend, windowFromShow } from 'harper-agent-ollama/backend';
 import { OpenAIBackend } from 'harper-agent-openai/backend';
-import { bedrockError, ProviderServer, type Provider, type Turn } from '../integrationTests/providerServer/server.js';
+import { bedrockError, ollamaShow, ProviderServer, type Provider, type Turn } from '../integrationTests/providerServer/server.js';
 import { isModelError, providerErrors, type ModelError } from '../resources/models/backendHelpers.js';
 import type { GenerateInput, ModelBackend } from '../resources/models/types.js';
 
@@ -19,6 +20,7 @@ function make(provider: Provider, baseUrl = server.url): ModelBackend {
   const o = { apiKey: 'test-key', baseUrl, requestTimeoutMs: 5000, maxRetries: 0, region: 'us-east-1', errors: providerErrors };
   if (provider === 'openai') return new OpenAIBackend({ ...o, baseUrl: `${baseUrl}/v1` });
   if (provider === 'anthropic') return new AnthropicBackend(o);
+  if (provider === 'ollama') return new OllamaBackend(o);
   return new BedrockBackend(o);
 }
 
@@ -50,6 +52,7 @@ const contextRejections: Record<Provider, [string, Turn][]> = {
     ['400 prompt is too long', { contextError: true }],
     ['413 request_too_large', { error: { status: 413, body: { type: 'error', error: { type: 'request_too_large', message: 'Request exceeds the maximum allowed number of bytes.' } } } }],
   ],
+  ollama: [['400 the input length exceeds the context length (truncate: false)', { contextError: true }]],
   bedrock: [
     ['ValidationException: Input is too long', { contextError: true }],
     ['ValidationException: too many input tokens', { error: bedrockError(400, 'ValidationException', 'The model returned the following errors: too many input tokens. Reduce the input.') }],
@@ -62,7 +65,9 @@ function notFlagged(provider: Provider): [string, Turn, number][] {
       ? { error: { status, body: { error: { message, type, code: null } } } }
       : provider === 'anthropic'
         ? { error: { status, body: { type: 'error', error: { type, message } } } }
-        : { error: bedrockError(status, status === 400 ? 'ValidationException' : status === 429 ? 'ThrottlingException' : status === 403 ? 'AccessDeniedException' : 'InternalServerException', message) };
+        : provider === 'ollama'
+          ? { error: { status, body: { error: message } } }
+          : { error: bedrockError(status, status === 400 ? 'ValidationException' : status === 429 ? 'ThrottlingException' : status === 403 ? 'AccessDeniedException' : 'InternalServerException', message) };
   return [
     ['401', env(401, 'invalid x-api-key', 'authentication_error'), 401],
     ['403', env(403, 'not allowed', 'permission_error'), 403],
@@ -73,7 +78,7 @@ function notFlagged(provider: Provider): [string, Turn, number][] {
   ];
 }
 
-for (const provider of ['openai', 'anthropic', 'bedrock'] as const) {
+for (const provider of ['openai', 'anthropic', 'bedrock', 'ollama'] as const) {
   describe(`${provider} backend through its SDK`, () => {
     let backend: ModelBackend;
     before(() => (backend = make(provider)));
@@ -85,11 +90,13 @@ for (const provider of ['openai', 'anthropic', 'bedrock'] as const) {
       const req = server.requests[0]!;
       expect(req.neutral.systems).to.deep.equal([input.system]);
       expect(req.neutral.tools).to.deep.equal(['read_file']);
+      // Ollama has no call ids: its calls and results go in order, each result naming its tool.
+      const callId = (id: string) => (provider === 'ollama' ? 'read_file' : id);
       expect(req.neutral.messages).to.deep.equal([
         { role: 'user', text: 'read two files' },
-        { role: 'assistant', text: '', toolCalls: [{ id: 'call_a', name: 'read_file', arguments: { path: 'a' } }, { id: 'call_b', name: 'read_file', arguments: { path: 'b' } }] },
-        { role: 'tool', toolCallId: 'call_a', text: 'contents of a' },
-        { role: 'tool', toolCallId: 'call_b', text: '{"error":"no b"}' },
+        { role: 'assistant', text: '', toolCalls: [{ id: callId('call_a'), name: 'read_file', arguments: { path: 'a' } }, { id: callId('call_b'), name: 'read_file', arguments: { path: 'b' } }] },
+        { role: 'tool', toolCallId: callId('call_a'), text: 'contents of a' },
+        { role: 'tool', toolCallId: callId('call_b'), text: '{"error":"no b"}' },
         { role: 'assistant', text: 'a read, b missing', toolCalls: [] },
         { role: 'user', text: 'thanks' },
       ]);
@@ -99,6 +106,7 @@ for (const provider of ['openai', 'anthropic', 'bedrock'] as const) {
       }
       if (provider === 'anthropic') expect(req.body.system).to.equal(input.system);
       if (provider === 'bedrock') expect(req.body.system).to.deep.equal([{ text: input.system }]);
+      if (provider === 'ollama') expect(req.body.messages.filter((m: any) => m.role === 'system')).to.deep.equal([{ role: 'system', content: input.system }]);
     });
 
     it('parallel tool calls, finish reason tool_calls, usage', async () => {
@@ -114,7 +122,8 @@ for (const provider of ['openai', 'anthropic', 'bedrock'] as const) {
     it('finish reasons length and content_filter', async () => {
       server.reset([{ finish: 'length', text: 'half' }, { finish: 'content_filter' }]);
       expect((await backend.generate(input, new AbortController().signal)).finishReason).to.equal('length');
-      expect((await backend.generate(input, new AbortController().signal)).finishReason).to.equal('content_filter');
+      // Ollama has no content filter to report: its answer ends as any other.
+      expect((await backend.generate(input, new AbortController().signal)).finishReason).to.equal(provider === 'ollama' ? 'stop' : 'content_filter');
     });
 
     for (const [label, turn] of contextRejections[provider]) {
@@ -154,5 +163,29 @@ describe('openai backend edge cases', () => {
     const out = await make('openai').generate(input, new AbortController().signal);
     expect(out.finishReason).to.equal('invalid_tool_call');
     expect(out.detail).to.match(/arguments of read_file are not a JSON object/);
+  });
+});
+
+describe('ollama backend: the context it asks for', () => {
+  it('sends num_ctx from /api/show (asked once) and truncate: false, so an overflow is an error, never a shortened prompt', async () => {
+    server.reset([{ text: 'one' }, { text: 'two' }]);
+    server.discovery = (asked) => (asked === '/api/show test-model' ? ollamaShow(131072) : undefined);
+    const backend = make('ollama');
+    await backend.generate(input, new AbortController().signal);
+    await backend.generate(input, new AbortController().signal);
+    expect(server.discoveries).to.deep.equal(['/api/show test-model']);
+    for (const r of server.requests) expect([r.body.truncate, r.body.options]).to.deep.equal([false, { num_predict: 256, num_ctx: 131072 }]);
+    expect(await backend.reportedWindow!('test-model', new AbortController().signal)).to.deep.equal({ tokens: 131072, source: 'POST /api/show model_info llama.context_length' });
+  });
+
+  it("agent.contextWindowTokens wins; the Modelfile's num_ctx is the window when set; no window, no num_ctx", async () => {
+    server.reset([{ text: 'one' }]);
+    server.discovery = () => ollamaShow(131072);
+    await new OllamaBackend({ baseUrl: server.url, requestTimeoutMs: 5000, maxRetries: 0, contextWindowTokens: 8192, errors: providerErrors }).generate(input, new AbortController().signal);
+    expect(server.requests[0]!.body.options).to.deep.equal({ num_predict: 256, num_ctx: 8192 });
+    expect(windowFromShow(ollamaShow(131072, 'num_ctx 16384\nstop "<|eot_id|>"'))).to.deep.equal({ tokens: 16384, source: 'POST /api/show parameters num_ctx' });
+    server.reset([{ text: 'two' }]);
+    await make('ollama').generate(input, new AbortController().signal);
+    expect(server.requests[0]!.body.options).to.deep.equal({ num_predict: 256 });
   });
 });

@@ -30,7 +30,7 @@ describe('CLI', () => {
     expect(lines).to.have.length(CONFIG_KEYS.length + 2); // the header, one line per key, what was stored
     expect(lines[0]).to.equal('KEY                  IN FORCE  DEFAULT  BOUNDS');
     expect(lines).to.include.members([
-      'provider             openai    local    one of local, openai, anthropic, bedrock',
+      'provider             openai    local    one of local, openai, anthropic, bedrock, ollama',
       'model                (unset)   unset    1 to 256 characters',
       'maxTurns             7         50       1 to 500',
       'maxToolResultBytes   65,536    65,536   1,024 to 1,048,576',

@@ -17,7 +17,7 @@ describe('README config table', () => {
     expect(rows.map((r) => /^\| `(\w+)` \|/.exec(r)?.[1])).to.deep.equal(Object.keys(CONFIG_SCHEMA.properties));
     expect(rows).to.include('| `maxTurns` | 50 | 1 to 500 | Model calls allowed per prompt. |');
     expect(rows).to.include('| `maxToolResultBytes` | 65,536 | 1,024 to 1,048,576 | No tool observation over this many UTF-8 bytes is stored in a session. |');
-    expect(rows).to.include('| `provider` | local | one of local, openai, anthropic, bedrock | Which backend answers: local is the embedded deterministic backend (not an LLM). |');
+    expect(rows).to.include('| `provider` | local | one of local, openai, anthropic, bedrock, ollama | Which backend answers: local is the embedded deterministic backend (not an LLM). |');
   });
 
   it('replaces only what lies between the markers, and refuses a README without them', () => {

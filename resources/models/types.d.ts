@@ -78,6 +78,8 @@ export interface BackendOptions {
   region?: string;
   requestTimeoutMs: number;
   maxRetries: number;
+  /** agent.contextWindowTokens, when the operator set it (Ollama sizes its context from it). */
+  contextWindowTokens?: number;
   errors: ProviderErrors;
 }
 
