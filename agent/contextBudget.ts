@@ -6,6 +6,7 @@
 import type { AgentConfig } from './agent.js';
 import type { GenerateInput, ReportedWindow } from '../resources/models/types.js';
 import { catalogWindow } from './modelCatalog.js';
+import type { TokenCounter } from './tokenCount.js';
 
 /** Tokens per byte of the request JSON, over-counted on purpose: see DESIGN.md ("Estimating tokens"). */
 export const BYTES_PER_TOKEN = 3;
@@ -15,11 +16,19 @@ export const LEARNED_MARGIN = 0.9;
 /** What a wire format adds around the content: the request envelope, and per message and per tool. */
 const ENVELOPE_BYTES = 512;
 const PER_ITEM_BYTES = 64;
+/** The same in tokens, for a tokenizer's count: an envelope, and a role/separator per message and tool. */
+const ENVELOPE_TOKENS = 200;
+const PER_ITEM_TOKENS = 8;
 
-export function estimateTokens(input: Pick<GenerateInput, 'system' | 'messages' | 'tools'>): number {
-  const content = Buffer.byteLength(JSON.stringify({ system: input.system, tools: input.tools, messages: input.messages }));
-  const bytes = content + ENVELOPE_BYTES + PER_ITEM_BYTES * (input.messages.length + input.tools.length);
-  return Math.ceil(bytes / BYTES_PER_TOKEN);
+/**
+ * A request's tokens: counted with the model's tokenizer when there is one (agent/tokenCount.ts), on the request's
+ * JSON (its quoting counts too: over, never under), else bytes / 3. See DESIGN.md ("Estimating tokens").
+ */
+export function estimateTokens(input: Pick<GenerateInput, 'system' | 'messages' | 'tools'>, counter?: TokenCounter): number {
+  const json = JSON.stringify({ system: input.system, tools: input.tools, messages: input.messages });
+  const items = input.messages.length + input.tools.length;
+  if (counter) return counter.count(json) + ENVELOPE_TOKENS + PER_ITEM_TOKENS * items;
+  return Math.ceil((Buffer.byteLength(json) + ENVELOPE_BYTES + PER_ITEM_BYTES * items) / BYTES_PER_TOKEN);
 }
 
 /** Where limits are kept: `agent.AgentContextLimit` in Harper, a map in unit tests. */

@@ -9,6 +9,7 @@ import { Models } from '../resources/models/models.js';
 import type { GenerateOutput, Message, ModelBackend, ToolCall, ToolMessage } from '../resources/models/types.js';
 import type { AgentConfig } from './agent.js';
 import { contextBudget, estimateTokens, type ContextLimits, type ModelTarget } from './contextBudget.js';
+import { tokenCounter } from './tokenCount.js';
 import { RunSupersededError, workingSetCuts, type RunGuard, type Session, type SessionHeader, type SessionStore } from './session.js';
 import { systemPrompt } from './systemPrompt.js';
 import type { ToolRegistry } from './tools/index.js';
@@ -176,7 +177,8 @@ async function keepWorkingSet(deps: LoopDeps, current: Session, req: TurnRequest
 async function fitBudget(deps: LoopDeps, current: Session, req: TurnRequest): Promise<{ session: Session; estimate: number }> {
   const id = current.session_id;
   let session = current;
-  let estimate = estimateTokens(buildInput(deps, session, req));
+  const counter = await tokenCounter(req.model);
+  let estimate = estimateTokens(buildInput(deps, session, req), counter);
   const budget = await contextBudget(req.config, target(req), deps.limits, req.backend.reportedWindow && (() => req.backend.reportedWindow!(req.model, req.signal)));
   while (budget && estimate > budget.tokens) {
     const cut = await deps.store.shrinkNewestToolResults(id, req.guard);
@@ -186,7 +188,7 @@ async function fitBudget(deps: LoopDeps, current: Session, req: TurnRequest): Pr
       );
     }
     session = (await deps.store.get(id))!;
-    estimate = estimateTokens(buildInput(deps, session, req));
+    estimate = estimateTokens(buildInput(deps, session, req), counter);
   }
   return { session, estimate };
 }

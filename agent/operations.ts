@@ -5,6 +5,7 @@ import { threadId } from 'node:worker_threads';
 import { publicConfig } from './agent.js';
 import { ConfigChangeError, type ConfigChangeResult } from './configStore.js';
 import { contextBudget, estimateTokens } from './contextBudget.js';
+import { tokenCounter } from './tokenCount.js';
 import { systemPrompt } from './systemPrompt.js';
 import { activeRun, newRunner, startRun, type LoopDeps } from './loop.js';
 import { Models } from '../resources/models/models.js';
@@ -114,8 +115,9 @@ export function createOperations(deps: OperationsDeps): Record<string, Operation
         // How close the session is to its model's context window: the estimate the pre-flight uses, and the budget.
         const model = s.model ?? '';
         const budget = await contextBudget(deps.config(), { provider: s.provider, baseUrl: deps.config().baseUrl, model }, deps.limits);
-        const estimatedContextTokens = estimateTokens({ system: systemPrompt(deps.config().systemPromptAppend), tools: deps.tools.specs(), messages: s.messages });
-        return { ...s, estimatedContextTokens, contextBudget: budget };
+        const counter = await tokenCounter(model);
+        const estimatedContextTokens = estimateTokens({ system: systemPrompt(deps.config().systemPromptAppend), tools: deps.tools.specs(), messages: s.messages }, counter);
+        return { ...s, estimatedContextTokens, estimatedWith: counter?.name ?? 'bytes / 3', contextBudget: budget };
       },
     },
 

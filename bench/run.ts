@@ -16,7 +16,8 @@ import { createToolRegistry, defaultTools } from '../agent/tools/index.js';
 import type { ToolContext } from '../agent/tools/types.js';
 import { toOpenAIMessages } from 'harper-agent-openai/backend';
 import 'harper-agent-openai';
-import { ContextLimits } from '../agent/contextBudget.js';
+import { ContextLimits, estimateTokens } from '../agent/contextBudget.js';
+import { tokenCounter } from '../agent/tokenCount.js';
 import { newRunner, startRun } from '../agent/loop.js';
 import { openChecked, resolveScoped } from '../agent/tools/scopes.js';
 import { investigatorResponder, readerResponder } from '../integrationTests/providerServer/pager.js';
@@ -287,6 +288,37 @@ async function main() {
       `${fmt(on.sent / bytes, 1)}x / ${fmt(off.sent / bytes, 1)}x (largest request ${fmt(on.largest / 1024, 0)} KiB / ${fmt(off.largest / 1024, 0)} KiB)`,
       bytes === MiB ? '<= 4x' : 'for comparison',
       bytes === MiB ? on.sent <= 4 * bytes : null
+    );
+  }
+
+  // 10. The pre-flight estimate against the model's own count, per provider, on an investigation request (system
+  // prompt, every tool, a 32 KB log page). OpenAI's count is its tokenizer's (what it reports as usage, computed
+  // offline); the others publish no tokenizer as a package, so the same o200k count stands in for theirs.
+  const o200k = (await tokenCounter('gpt-4.1-mini'))!;
+  const logPage = readFileSync(path.join(LOGS, 'big.log')).subarray(0, 32_000).toString('utf8');
+  const probe = {
+    system: SYSTEM_PROMPT,
+    tools,
+    maxTokens: 4096,
+    messages: [
+      { role: 'user', content: 'why did requests fail at 10:14?' },
+      { role: 'assistant', content: '', toolCalls: [{ id: 'p1', name: 'read_file', arguments: { root: 'logs', path: 'big.log' } }] },
+      { role: 'tool', toolCallId: 'p1', name: 'read_file', content: JSON.stringify({ path: 'logs/big.log', startLine: 1, content: logPage, nextLine: 300 }) },
+    ] as Message[],
+  };
+  const chatCount = (model: string) => {
+    const wire = toOpenAIMessages({ ...probe, model });
+    return wire.reduce((n, m) => n + 3 + o200k.count(String(m.role)) + o200k.count(typeof m.content === 'string' ? m.content : JSON.stringify((m as { tool_calls?: unknown }).tool_calls ?? '')), 3) + o200k.count(JSON.stringify(tools));
+  };
+  for (const [provider, model] of [['openai', 'gpt-4.1-mini'], ['anthropic', 'claude-sonnet-4-5'], ['bedrock', 'anthropic.claude-3-5-sonnet-20240620-v1:0'], ['ollama', 'llama3.1:8b']] as const) {
+    const counter = await tokenCounter(model);
+    const estimate = estimateTokens(probe, counter);
+    const reference = chatCount(model);
+    row(
+      `pre-flight estimate / ${provider === 'openai' ? "the model's count" : 'an o200k count (stand-in: no tokenizer package)'}, ${provider} ${model}, log-page request`,
+      `${fmt(estimate / reference, 2)} (${fmt(estimate, 0)} estimated with ${counter?.name ?? 'bytes / 3'} / ${fmt(reference, 0)})`,
+      '>= 1 (never under)',
+      estimate >= reference
     );
   }
 

@@ -36,6 +36,7 @@ describe('pre-flight context budget', function () {
     expect(on.s.messages.filter((m: any) => m.role === 'tool')).to.have.length(TURNS);
     expect(off.rejected).to.be.greaterThan(0);
     expect(session.contextBudget).to.deep.equal({ tokens: LIMIT / 4 - 1000, source: `agent.contextWindowTokens (${LIMIT / 4}) less agent.maxTokens (1000)` });
+    expect(session.estimatedWith).to.equal('bytes / 3'); // no tokenizer package knows a pf-… model
     expect(session.estimatedContextTokens).to.be.a('number').and.at.most(LIMIT / 4 - 1000 + 12_000);
   });
 

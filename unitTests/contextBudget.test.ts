@@ -3,8 +3,12 @@ import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { ContextLimits, contextBudget, estimateTokens } from '../agent/contextBudget.js';
 import { catalogWindow, NEWER_THAN_CATALOG } from '../agent/modelCatalog.js';
+import { tokenCounter } from '../agent/tokenCount.js';
+import { countTokens } from 'gpt-tokenizer/model/gpt-4.1-mini';
+import { toOpenAIMessages } from 'harper-agent-openai/backend';
 import { getContextWindow } from 'tokenlens';
 import { defaultConfig } from '../agent/agent.js';
+import { SYSTEM_PROMPT } from '../agent/systemPrompt.js';
 import { activeRun } from '../agent/loop.js';
 import { createOperations } from '../agent/operations.js';
 import { OpenAIBackend } from 'harper-agent-openai/backend';
@@ -40,6 +44,51 @@ describe('context budget', () => {
     } finally {
       await server.close();
     }
+  });
+
+  it("a tokenizer for the models a package has one for (OpenAI's); none for others, or for ids that are not plain", async () => {
+    const gpt = await tokenCounter('gpt-4.1-mini');
+    expect(gpt!.name).to.equal('gpt-tokenizer gpt-4.1-mini');
+    expect(gpt!.count('request 123 served in 45 ms')).to.equal(countTokens('request 123 served in 45 ms'));
+    for (const model of ['claude-sonnet-4-5', 'llama3.1:8b', '../main', 'anthropic.claude-3-5-sonnet-20240620-v1:0']) expect(await tokenCounter(model), model).to.equal(undefined);
+  });
+
+  it('with the tokenizer the estimate is over what OpenAI counts for a chat by at most 10%; bytes / 3 is under it on log text', async () => {
+    const gpt = (await tokenCounter('gpt-4.1-mini'))!;
+    const log = Array.from({ length: 600 }, (_, i) => `2026-12-02T10:00:${String(i % 60).padStart(2, '0')}.000Z [http/1] [info]: request ${i} served in ${i % 97} ms`).join('\n');
+    const input: GenerateInput = {
+      system: 'You investigate a Harper instance.',
+      model: 'gpt-4.1-mini',
+      maxTokens: 1000,
+      tools: [{ name: 'read_file', description: 'Read a file a page at a time.', parameters: { type: 'object', properties: { path: { type: 'string' } } } }],
+      messages: [
+        { role: 'user', content: 'what failed?' },
+        { role: 'assistant', content: '', toolCalls: [{ id: 'c1', name: 'read_file', arguments: { path: 'hdb.log' } }] },
+        { role: 'tool', toolCallId: 'c1', name: 'read_file', content: JSON.stringify({ path: 'hdb.log', content: log }) },
+      ],
+    };
+    // OpenAI's own accounting for chat: each message's content and role plus 3, tools as their JSON, 3 to prime the reply.
+    const wire = toOpenAIMessages(input);
+    const openaiCount = wire.reduce((n, m) => n + 3 + countTokens(String(m.role)) + countTokens(typeof m.content === 'string' ? m.content : JSON.stringify((m as { tool_calls?: unknown }).tool_calls ?? '')), 3) + countTokens(JSON.stringify(input.tools));
+    const counted = estimateTokens(input, gpt);
+    const bytes = estimateTokens(input);
+    expect(counted).to.be.at.least(openaiCount);
+    expect(counted).to.be.at.most(Math.ceil(openaiCount * 1.1));
+    // Why a tokenizer matters: log lines (timestamps, numbers) run near 2.2 bytes a token, so bytes / 3 counts low.
+    expect(bytes).to.be.below(openaiCount);
+  });
+
+  it('get_agent_session says how the estimate was made: the tokenizer for an OpenAI model, bytes / 3 otherwise', async () => {
+    const h = harness([text('hi')], { model: 'gpt-4.1-mini' });
+    const s = await prompt(h, 'hello');
+    const ops = createOperations({ ...h.deps, changeConfig: () => Promise.reject(new Error('none')), persistedConfig: () => ({}), instance: { version: 't', startedAt: '' } });
+    const view = (await ops.get_agent_session.handle({ session_id: s.session_id }, user)) as { estimatedWith: string; estimatedContextTokens: number };
+    expect(view.estimatedWith).to.equal('gpt-tokenizer gpt-4.1-mini');
+    expect(view.estimatedContextTokens).to.be.below(estimateTokens({ system: SYSTEM_PROMPT, tools: h.deps.tools.specs(), messages: s.messages }));
+    const other = harness([text('hi')], { model: 'llama3.1' });
+    const s2 = await prompt(other, 'hello');
+    const ops2 = createOperations({ ...other.deps, changeConfig: () => Promise.reject(new Error('none')), persistedConfig: () => ({}), instance: { version: 't', startedAt: '' } });
+    expect(((await ops2.get_agent_session.handle({ session_id: s2.session_id }, user)) as { estimatedWith: string }).estimatedWith).to.equal('bytes / 3');
   });
 
   const at = (model: string, baseUrl?: string) => ({ provider: 'openai', baseUrl, model });
