@@ -14,7 +14,7 @@ import { RunSupersededError, workingSetCuts, type RunGuard, type Session, type S
 import { systemPrompt } from './systemPrompt.js';
 import type { ToolRegistry } from './tools/index.js';
 import type { Scopes } from './tools/scopes.js';
-import type { ToolContext } from './tools/types.js';
+import { isDestructive, type ToolContext } from './tools/types.js';
 
 export interface LoopDeps {
   store: SessionStore;
@@ -345,10 +345,10 @@ async function runSession(deps: LoopDeps, id: string, guard: RunGuard, signal: A
               ? await invokeTool(deps.tools, call, ctx)
               : capObservation(call, { error: `the operator denied ${call.name}; do not retry it unless asked` }, true, ctx.maxResultBytes);
             resume = undefined;
-          } else if (tool?.destructive && tool.refuse?.(call.arguments, ctx)) {
+          } else if (isDestructive(tool, call.arguments) && tool!.refuse?.(call.arguments, ctx)) {
             // Refused before any approval is asked for: the operator is not asked about what could never run.
-            observation = capObservation(call, { error: tool.refuse(call.arguments, ctx) }, true, ctx.maxResultBytes);
-          } else if (tool?.destructive && !config.autoApprove) {
+            observation = capObservation(call, { error: tool!.refuse!(call.arguments, ctx) }, true, ctx.maxResultBytes);
+          } else if (isDestructive(tool, call.arguments) && !config.autoApprove) {
             await deps.store.mutate(
               id,
               (s) => {

@@ -154,9 +154,16 @@ describe("Harper's operations as tools, on a real Harper", function () {
   describe('http_fetch', () => {
     let web: Server;
     let origin: string;
+    let echoes = 0;
     const body = Array.from({ length: 2000 }, (_, i) => `status line ${i}`).join('\n');
     before(async () => {
-      web = createServer((req, res) => {
+      web = createServer(async (req, res) => {
+        if (req.url === '/echo') {
+          echoes++;
+          let got = '';
+          for await (const c of req) got += c;
+          return void res.writeHead(201, { 'content-type': 'application/json' }).end(JSON.stringify({ method: req.method, got }));
+        }
         if (req.url === '/to-private') return void res.writeHead(302, { location: 'http://10.0.0.1/' }).end();
         res.writeHead(200, { 'content-type': 'text/plain' }).end(body);
       });
@@ -203,6 +210,28 @@ describe("Harper's operations as tools, on a real Harper", function () {
       // This Harper's own port answers (the shared test Harper trusts local requests; http_fetch sends no credentials).
       expect(own).to.include({ url: `${h.harper.httpUrl}agent/`, status: 200 });
       expect((await h.setConfig({ fetchAllow: null })).status).to.equal(200);
+    });
+
+    it('a POST waits for the operator: approved, it is sent once with its body', async () => {
+      const { h, server } = suite;
+      server.reset([{ toolCalls: [{ name: 'http_fetch', arguments: { url: `${origin}/echo`, method: 'POST', body: '{"flush":true}' } }] }, { text: 'posted' }]);
+      expect((await h.setConfig({ ...providerSettings('openai', server), fetchAllow: [origin] })).status).to.equal(200);
+      try {
+        const waiting = await h.prompt('Flush the cache.');
+        expect(waiting.status).to.equal('awaiting_approval');
+        expect(echoes).to.equal(0); // nothing sent before the approval
+        expect(waiting.pendingApprovals[0]).to.deep.include({ name: 'http_fetch', arguments: { url: `${origin}/echo`, method: 'POST', body: '{"flush":true}' } });
+        const approved = await h.op({ operation: 'approve_agent_action', session_id: waiting.session_id, approval_id: waiting.pendingApprovals[0].approval_id, approved: true });
+        expect(approved.status, JSON.stringify(approved.body)).to.equal(200);
+        const done = await h.waitForSession(waiting.session_id, ['completed', 'error', 'aborted']);
+        expect([done.status, done.lastError]).to.deep.equal(['completed', null]);
+        const result = JSON.parse(done.messages.find((m: any) => m.role === 'tool').content);
+        expect(result).to.include({ status: 201 });
+        expect(JSON.parse(result.content)).to.deep.equal({ method: 'POST', got: '{"flush":true}' });
+        expect(echoes).to.equal(1);
+      } finally {
+        expect((await h.setConfig({ fetchAllow: null })).status).to.equal(200);
+      }
     });
   });
 });

@@ -3,8 +3,8 @@
 import { expect } from 'chai';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { httpFetch, refusedAddress, type Resolve } from '../agent/tools/httpFetch.js';
-import type { ToolContext } from '../agent/tools/types.js';
+import { httpFetch, httpFetchTool, refusedAddress, type Resolve } from '../agent/tools/httpFetch.js';
+import { isDestructive, type ToolContext } from '../agent/tools/types.js';
 import { tempScopes } from './helpers.js';
 
 const BODY = Array.from({ length: 3000 }, (_, i) => `row ${i} é ${'q'.repeat(i % 30)}`).join('\n');
@@ -15,7 +15,12 @@ describe('http_fetch', () => {
   const hosts: string[] = [];
 
   before(async () => {
-    server = createServer((req, res) => {
+    server = createServer(async (req, res) => {
+      if (req.url === '/echo') {
+        let got = '';
+        for await (const c of req) got += c;
+        return void res.writeHead(req.method === 'DELETE' ? 303 : 201, { 'content-type': 'application/json', location: '/body' }).end(JSON.stringify({ method: req.method, type: req.headers['content-type'] ?? null, got }));
+      }
       hosts.push(`${req.headers.host}${req.headers.authorization ? ' with credentials' : ''}${req.headers.cookie ? ' with cookies' : ''}`);
       if (req.url === '/to-private') return void res.writeHead(302, { location: 'http://10.0.0.1/' }).end();
       if (req.url === '/to-self') return void res.writeHead(301, { location: '/body' }).end();
@@ -52,6 +57,20 @@ describe('http_fetch', () => {
     }
     expect(text).to.equal(BODY);
     expect(pages).to.be.greaterThan(5);
+  });
+
+  it('POST, PUT, PATCH and DELETE wait for approval (GET and HEAD do not), send their body, and follow no redirect', async () => {
+    for (const method of [undefined, 'GET', 'HEAD']) expect(isDestructive(httpFetchTool, { url: origin, ...(method ? { method } : {}) }), String(method)).to.equal(false);
+    for (const method of ['POST', 'PUT', 'PATCH', 'DELETE']) expect(isDestructive(httpFetchTool, { url: origin, method }), method).to.equal(true);
+    const posted = await httpFetch({ url: `${origin}/echo`, method: 'POST', body: '{"restart":true}' }, ctx([origin]));
+    expect(posted).to.include({ url: `${origin}/echo`, status: 201 });
+    expect(JSON.parse(posted.content as string)).to.deep.equal({ method: 'POST', type: 'application/json', got: '{"restart":true}' });
+    const put = await httpFetch({ url: `${origin}/echo`, method: 'PUT', body: 'a=1', contentType: 'application/x-www-form-urlencoded' }, ctx([origin]));
+    expect(JSON.parse(put.content as string)).to.deep.equal({ method: 'PUT', type: 'application/x-www-form-urlencoded', got: 'a=1' });
+    const deleted = await httpFetch({ url: `${origin}/echo`, method: 'DELETE' }, ctx([origin]));
+    expect(deleted).to.include({ url: `${origin}/echo`, status: 303 });
+    expect((deleted.headers as Record<string, string>).location).to.equal('/body');
+    expect(await refusal({ url: `${origin}/echo`, body: 'x' }, ctx([origin]))).to.equal('a GET sends no body; use POST, PUT or PATCH to send one');
   });
 
   it('HEAD gives the status, headers and size only; a redirect within allowed origins is followed and named', async () => {

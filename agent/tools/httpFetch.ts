@@ -71,13 +71,15 @@ interface Hop {
 }
 
 /** One request to the checked address: reads the body up to `upTo` bytes (the rest is counted, not kept). */
-function send(url: URL, method: 'GET' | 'HEAD', at: { address: string; family: number }, upTo: number, signal: AbortSignal): Promise<Hop> {
+type Method = 'GET' | 'HEAD' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+
+function send(url: URL, method: Method, at: { address: string; family: number }, upTo: number, signal: AbortSignal, body?: { text: string; type: string }): Promise<Hop> {
   return new Promise((resolve, reject) => {
     const request = (url.protocol === 'https:' ? httpsRequest : httpRequest)(
       url,
       {
         method,
-        headers: { 'user-agent': 'harper-agent http_fetch', accept: '*/*' },
+        headers: { 'user-agent': 'harper-agent http_fetch', accept: '*/*', ...(body ? { 'content-type': body.type, 'content-length': String(Buffer.byteLength(body.text)) } : {}) },
         // The connection goes to the address that was checked: a second lookup could answer differently.
         lookup: ((_host: string, options: { all?: boolean }, callback: (...args: unknown[]) => void) =>
           options?.all ? callback(null, [{ address: at.address, family: at.family }]) : callback(null, at.address, at.family)) as unknown as LookupFunction,
@@ -102,14 +104,20 @@ function send(url: URL, method: 'GET' | 'HEAD', at: { address: string; family: n
     );
     request.on('timeout', () => request.destroy(new ToolError(`${url.href}: no answer within ${TIMEOUT_MS / 1000} s`)));
     request.on('error', (error) => reject(error instanceof ToolError ? error : new ToolError(`${url.href}: ${error.message}`)));
-    request.end();
+    request.end(body?.text);
   });
 }
 
 const SHOWN_HEADERS = ['content-type', 'content-length', 'last-modified', 'etag', 'location', 'server', 'date'];
 
+/** Methods that only read: anything else changes the target, so the call waits for approval (and is not redirected). */
+const READ_METHODS = ['GET', 'HEAD'];
+const MAX_SENT_BODY_BYTES = 64 * 1024;
+
 export async function httpFetch(args: Record<string, unknown>, ctx: ToolContext, resolve: Resolve = systemResolve): Promise<Record<string, unknown>> {
-  const method = ((args.method as string | undefined) ?? 'GET') as 'GET' | 'HEAD';
+  const method = (args.method as Method | undefined) ?? 'GET';
+  const sent = args.body as string | undefined;
+  if (sent !== undefined && READ_METHODS.includes(method)) throw new ToolError(`a ${method} sends no body; use POST, PUT or PATCH to send one`);
   const offset = (args.offset as number | undefined) ?? 0;
   const allow = ctx.fetchAllow ?? [];
   let url: URL;
@@ -122,9 +130,11 @@ export async function httpFetch(args: Record<string, unknown>, ctx: ToolContext,
   const redirects: string[] = [];
   for (;;) {
     const at = await checkHop(url, allow, resolve);
-    const hop = await send(url, method, at, offset + page * 6, ctx.signal); // escaping can grow text up to 6x
+    const body = sent !== undefined ? { text: sent, type: (args.contentType as string | undefined) ?? 'application/json' } : undefined;
+    const hop = await send(url, method, at, offset + page * 6, ctx.signal, body); // escaping can grow text up to 6x
     const location = hop.headers.location;
-    if (hop.status >= 300 && hop.status < 400 && location) {
+    // Only reads follow redirects: a changing request goes where it was approved to go, and no further.
+    if (hop.status >= 300 && hop.status < 400 && location && READ_METHODS.includes(method)) {
       if (redirects.length >= MAX_REDIRECTS) throw new ToolError(`${args.url}: more than ${MAX_REDIRECTS} redirects`);
       redirects.push(url.href);
       url = new URL(location, url); // checked like the first hop on the next turn of the loop
@@ -153,18 +163,22 @@ export const httpFetchTool: Tool = {
   description:
     'GET (or HEAD) a URL the operator allows (agent.fetchAllow; by default this Harper\'s own HTTP and operations ' +
     'ports on loopback), e.g. to check that an endpoint answers. Returns status, main headers, size and one page of ' +
-    'the body; while it continues the result has nextOffset: pass it back as offset. No credentials are sent; private ' +
-    'and link-local addresses are refused.',
+    'the body; while it continues the result has nextOffset: pass it back as offset. POST, PUT, PATCH and DELETE (with ' +
+    'body and contentType) change the target: each waits for the operator\'s approval and follows no redirect. No ' +
+    'credentials are sent; private and link-local addresses are refused.',
   parameters: {
     type: 'object',
     properties: {
       url: { type: 'string', minLength: 1, maxLength: 2048 },
-      method: { type: 'string', enum: ['GET', 'HEAD'] },
+      method: { type: 'string', enum: ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'] },
       offset: { type: 'integer', minimum: 0 },
+      body: { type: 'string', maxLength: MAX_SENT_BODY_BYTES },
+      contentType: { type: 'string', minLength: 1, maxLength: 200 },
     },
     required: ['url'],
     additionalProperties: false,
   },
   advice: 'fetch less: HEAD for the status alone, or page with offset',
+  destructive: (args) => !READ_METHODS.includes((args.method as string | undefined) ?? 'GET'),
   handler: (args, ctx) => httpFetch(args, ctx),
 };

@@ -20,8 +20,9 @@ export interface Tool {
   name: string;
   description: string;
   parameters: Record<string, unknown>;
-  /** Destructive tools pause the run for approve_agent_action unless agent.autoApprove. */
-  destructive?: boolean;
+  /** Destructive tools (or calls, when a function of the call's arguments: http_fetch's POST) pause the run for
+   * approve_agent_action unless agent.autoApprove. */
+  destructive?: boolean | ((args: Record<string, unknown>) => boolean);
   /** What the cap's marker tells the model to do when this tool's result is cut. */
   advice?: string;
   handler(args: Record<string, unknown>, ctx: ToolContext): Promise<unknown>;
@@ -32,4 +33,9 @@ export interface Tool {
 /** A refusal or bad input the model can act on: its message becomes the error observation. */
 export class ToolError extends Error {
   override readonly name = 'ToolError';
+}
+
+/** Whether this call waits for the operator's approval. */
+export function isDestructive(tool: Tool | undefined, args: Record<string, unknown>): boolean {
+  return typeof tool?.destructive === 'function' ? tool.destructive(args) : tool?.destructive === true;
 }
