@@ -256,12 +256,10 @@ export class SessionStore {
     const row = (await this.tables.sessions().get(id)) as Record<string, unknown> | undefined;
     const header = toHeader(row);
     if (!header) return undefined;
-    const messages = legacyMessages(row!) ?? (await this.readMessages(id));
+    // Only the messages the row counts: the mutator puts a change's messages before the row, so a read in between (on
+    // another thread) would otherwise see a new prompt beside the old status.
+    const messages = legacyMessages(row!) ?? (await this.readKeyedMessages(id)).filter((k) => k.seq < header.messageCount).map((k) => k.message);
     return { ...header, messageCount: messages.length, messages };
-  }
-
-  private async readMessages(id: string): Promise<Message[]> {
-    return (await this.readKeyedMessages(id)).map((k) => k.message);
   }
 
   /** Calls `onChange` with the row after every write to it, from any thread or node, until the returned close. */

@@ -28,6 +28,27 @@ describe('SessionStore', () => {
     expect([...messages.rows.keys()].map((k) => k.split('/')[1])).to.deep.equal(['00000000', '00000000']);
   });
 
+  it('a read between a change\'s message records and its row sees the session before the change, not half of it', async () => {
+    const { store, table, messages } = memoryStore();
+    const s = await store.create({ user: 'u', provider: 'local', model: null });
+    await store.append(s.session_id, [{ role: 'user', content: 'first' }]);
+    await store.setStatus(s.session_id, 'completed');
+    // Hold the next row write: the new prompt's record is in, the row (status, count) not yet.
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    const put = table.put.bind(table);
+    table.put = async (id, record) => (await held, put(id, record));
+    const writing = store.mutate(s.session_id, (h) => ((h.status = 'running'), [{ role: 'user', content: 'second' }]));
+    while (messages.rows.size < 2) await new Promise((r) => setImmediate(r));
+    const reader = new SessionStore({ sessions: () => table, messages: () => messages });
+    const between = (await reader.get(s.session_id))!;
+    expect([between.status, between.messages.map((m) => m.content)]).to.deep.equal(['completed', ['first']]);
+    release();
+    await writing;
+    const after = (await reader.get(s.session_id))!;
+    expect([after.status, after.messages.map((m) => m.content)]).to.deep.equal(['running', ['first', 'second']]);
+  });
+
   it('a row stored before AgentMessage is read whole, and its next write moves the transcript out', async () => {
     const { store, table, messages } = memoryStore();
     const legacy = [{ role: 'user', content: 'old question' }, { role: 'assistant', content: 'old answer' }];
