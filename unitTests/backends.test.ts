@@ -189,3 +189,22 @@ describe('ollama backend: the context it asks for', () => {
     expect(server.requests[0]!.body.options).to.deep.equal({ num_predict: 256 });
   });
 });
+
+describe('openai backend: the window a server reports', () => {
+  const ask = (model: string) => make('openai').reportedWindow!(model, new AbortController().signal);
+  const servers: [string, (path: string) => unknown, { tokens: number; source: string } | undefined][] = [
+    ['vLLM', (p) => (p === '/v1/models' ? { object: 'list', data: [{ id: 'm', object: 'model', max_model_len: 32768 }] } : undefined), { tokens: 32768, source: 'GET /v1/models max_model_len' }],
+    ['OpenRouter', (p) => (p === '/v1/models' ? { data: [{ id: 'other', context_length: 1 }, { id: 'm', context_length: 131072 }] } : undefined), { tokens: 131072, source: 'GET /v1/models context_length' }],
+    ['Groq', (p) => (p === '/v1/models' ? { object: 'list', data: [{ id: 'm', object: 'model', context_window: 131072 }] } : undefined), { tokens: 131072, source: 'GET /v1/models context_window' }],
+    ['llama.cpp', (p) => (p === '/props' ? { default_generation_settings: { n_ctx: 8192 }, total_slots: 4 } : p === '/v1/models' ? { data: [{ id: 'm', meta: { n_ctx_train: 131072 } }] } : undefined), { tokens: 8192, source: 'GET /props n_ctx (llama.cpp)' }],
+    ['LM Studio', (p) => (p === '/api/v0/models/m' ? { id: 'm', state: 'loaded', max_context_length: 131072, loaded_context_length: 16384 } : undefined), { tokens: 16384, source: 'GET /api/v0/models loaded_context_length (LM Studio)' }],
+    ['a server that says nothing', () => undefined, undefined],
+  ];
+  for (const [name, discovery, expected] of servers) {
+    it(`${name}`, async () => {
+      server.reset();
+      server.discovery = discovery;
+      expect(await ask('m')).to.deep.equal(expected);
+    });
+  }
+});
