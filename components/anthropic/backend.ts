@@ -1,7 +1,7 @@
 // The Anthropic backend: the Messages API with tools, through the official `@anthropic-ai/sdk`.
 import Anthropic from '@anthropic-ai/sdk';
 import type { ContentBlockParam, MessageParam, Tool as AnthropicTool } from '@anthropic-ai/sdk/resources/messages/messages';
-import type { BackendOptions, FinishReason, GenerateInput, GenerateOutput, ModelBackend, ToolCall } from '../../resources/models/types.js';
+import type { BackendOptions, FinishReason, GenerateInput, GenerateOutput, ModelBackend, StreamEvent, ToolCall } from '../../resources/models/types.js';
 
 export const ANTHROPIC_DEFAULT_MODEL = 'claude-sonnet-4-5';
 
@@ -36,23 +36,31 @@ export class AnthropicBackend implements ModelBackend {
       baseURL: options.baseUrl ?? process.env.ANTHROPIC_BASE_URL ?? undefined,
       timeout: options.requestTimeoutMs,
       maxRetries: options.maxRetries,
+      ...(options.meter ? { fetch: options.meter.fetch(fetch) } : {}),
     });
   }
 
-  async generate(input: GenerateInput, signal: AbortSignal): Promise<GenerateOutput> {
+  async generate(input: GenerateInput, signal: AbortSignal, onEvent?: (event: StreamEvent) => void): Promise<GenerateOutput> {
     const tools: AnthropicTool[] = input.tools.map((t) => ({ name: t.name, description: t.description, input_schema: t.parameters as AnthropicTool['input_schema'] }));
+    // The system prompt goes in `system`, once; the messages never carry it.
+    const params = { model: input.model, max_tokens: input.maxTokens, system: input.system, messages: toAnthropicMessages(input), ...(tools.length ? { tools } : {}) };
     let message: Anthropic.Message;
     try {
-      message = await this.client.messages.create(
-        // The system prompt goes in `system`, once; the messages never carry it.
-        { model: input.model, max_tokens: input.maxTokens, system: input.system, messages: toAnthropicMessages(input), ...(tools.length ? { tools } : {}) },
-        { signal }
-      );
+      if (onEvent) {
+        // The SDK's stream helper gathers the events into the same Message a plain call returns.
+        const stream = this.client.messages.stream(params, { signal });
+        stream.on('text', (delta) => delta && onEvent({ type: 'text', text: delta }));
+        stream.on('contentBlock', (block) => {
+          if (block.type === 'tool_use') onEvent({ type: 'toolCall', call: { id: block.id, name: block.name, arguments: (block.input ?? {}) as Record<string, unknown> } });
+        });
+        message = await stream.finalMessage();
+      } else message = await this.client.messages.create(params, { signal });
     } catch (error) {
       if (this.options.errors.isAbort(error, signal)) throw error;
-      if (error instanceof Anthropic.APIError && error.status !== undefined) {
+      // An `error` event inside a stream is an APIError with no status (the stream began with 200).
+      if (error instanceof Anthropic.APIError && !(error instanceof Anthropic.APIConnectionError)) {
         const body = error.error as { error?: { type?: string; message?: string } } | undefined;
-        throw this.options.errors.classify('anthropic', { status: error.status, type: body?.error?.type ?? error.type ?? undefined, code: body?.error?.type, message: body?.error?.message ?? error.message, body });
+        throw this.options.errors.classify('anthropic', { status: error.status, type: body?.error?.type ?? error.type ?? undefined, code: body?.error?.type, message: body?.error?.message ?? error.message, body, inStream: error.status === undefined });
       }
       throw this.options.errors.network('anthropic', error, this.options.requestTimeoutMs);
     }

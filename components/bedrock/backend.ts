@@ -1,8 +1,8 @@
 // The Bedrock backend: the Converse API with toolConfig, through `@aws-sdk/client-bedrock-runtime`. Credentials and
 // region come from the AWS chain (or agent.region); agent.baseUrl overrides the endpoint.
-import { BedrockRuntimeClient, ConverseCommand, type ContentBlock, type Message as BedrockMessage, type Tool as BedrockTool } from '@aws-sdk/client-bedrock-runtime';
+import { BedrockRuntimeClient, ConverseCommand, ConverseStreamCommand, type ContentBlock, type Message as BedrockMessage, type Tool as BedrockTool } from '@aws-sdk/client-bedrock-runtime';
 import { NodeHttpHandler } from '@smithy/node-http-handler';
-import type { BackendOptions, FinishReason, GenerateInput, GenerateOutput, ModelBackend, ToolCall } from '../../resources/models/types.js';
+import type { BackendOptions, FinishReason, GenerateInput, GenerateOutput, ModelBackend, RequestMeter, StreamEvent, ToolCall } from '../../resources/models/types.js';
 
 export const BEDROCK_DEFAULT_MODEL = 'anthropic.claude-3-5-sonnet-20240620-v1:0';
 
@@ -32,6 +32,27 @@ interface AwsError {
   $metadata?: { httpStatusCode?: number };
 }
 
+/** The HTTP handler with each request (every attempt of the SDK's retries) passed through the agent's request meter. */
+function metered(inner: NodeHttpHandler, meter: RequestMeter | undefined): NodeHttpHandler {
+  if (!meter) return inner;
+  const handler = Object.create(inner) as NodeHttpHandler;
+  handler.handle = async (request, options) => {
+    const port = request.port ? `:${request.port}` : '';
+    const body = request.body as unknown;
+    const bytes = typeof body === 'string' ? Buffer.byteLength(body) : body instanceof Uint8Array ? body.byteLength : 0;
+    const done = meter.begin(`${request.protocol}//${request.hostname}${port}${request.path}`, bytes);
+    try {
+      const out = await inner.handle(request, options);
+      done(out.response.statusCode);
+      return out;
+    } catch (error) {
+      done(undefined);
+      throw error;
+    }
+  };
+  return handler;
+}
+
 export class BedrockBackend implements ModelBackend {
   readonly provider = 'bedrock';
   private readonly client: BedrockRuntimeClient;
@@ -43,44 +64,77 @@ export class BedrockBackend implements ModelBackend {
       maxAttempts: options.maxRetries + 1,
       // HTTP/1.1: the client's default HTTP/2 handler exists for bidirectional streams, which Converse does not use,
       // and HTTP/1.1 also reaches Bedrock-compatible proxies.
-      requestHandler: new NodeHttpHandler({ requestTimeout: options.requestTimeoutMs, connectionTimeout: Math.min(options.requestTimeoutMs, 10_000) }),
+      requestHandler: metered(new NodeHttpHandler({ requestTimeout: options.requestTimeoutMs, connectionTimeout: Math.min(options.requestTimeoutMs, 10_000) }), options.meter),
     });
   }
 
-  async generate(input: GenerateInput, signal: AbortSignal): Promise<GenerateOutput> {
+  async generate(input: GenerateInput, signal: AbortSignal, onEvent?: (event: StreamEvent) => void): Promise<GenerateOutput> {
     const tools: BedrockTool[] = input.tools.map((t) => ({ toolSpec: { name: t.name, description: t.description, inputSchema: { json: t.parameters as never } } }));
-    let response;
+    const params = {
+      modelId: input.model,
+      // The system prompt goes in `system` blocks, once.
+      system: [{ text: input.system }],
+      messages: toBedrockMessages(input),
+      inferenceConfig: { maxTokens: input.maxTokens },
+      ...(tools.length ? { toolConfig: { tools } } : {}),
+    };
+    let text = '';
+    const toolCalls: ToolCall[] = [];
+    let stop: string | undefined;
+    let usage: { inputTokens: number; outputTokens: number } | undefined;
+    let streaming = false;
     try {
-      response = await this.client.send(
-        new ConverseCommand({
-          modelId: input.model,
-          // The system prompt goes in `system` blocks, once.
-          system: [{ text: input.system }],
-          messages: toBedrockMessages(input),
-          inferenceConfig: { maxTokens: input.maxTokens },
-          ...(tools.length ? { toolConfig: { tools } } : {}),
-        }),
-        { abortSignal: signal }
-      );
+      if (onEvent) {
+        // ConverseStream: text in deltas, a tool call's input as JSON text in deltas until its block stops.
+        const response = await this.client.send(new ConverseStreamCommand(params), { abortSignal: signal });
+        streaming = true;
+        let open: { id: string; name: string; input: string } | undefined;
+        for await (const event of response.stream ?? []) {
+          if (event.contentBlockStart?.start?.toolUse) {
+            const t = event.contentBlockStart.start.toolUse;
+            open = { id: t.toolUseId!, name: t.name!, input: '' };
+          } else if (event.contentBlockDelta?.delta) {
+            const d = event.contentBlockDelta.delta;
+            if (d.text) {
+              text += d.text;
+              onEvent({ type: 'text', text: d.text });
+            } else if (d.toolUse?.input !== undefined && open) open.input += d.toolUse.input;
+          } else if (event.contentBlockStop && open) {
+            let args: Record<string, unknown>;
+            try {
+              args = open.input.trim() ? JSON.parse(open.input) : {};
+            } catch {
+              return { text: '', toolCalls: [], finishReason: 'invalid_tool_call', detail: `input of ${open.name} is not JSON: ${open.input.slice(0, 200)}` };
+            }
+            const call = { id: open.id, name: open.name, arguments: args };
+            toolCalls.push(call);
+            onEvent({ type: 'toolCall', call });
+            open = undefined;
+          } else if (event.messageStop) stop = event.messageStop.stopReason;
+          else if (event.metadata?.usage) usage = { inputTokens: event.metadata.usage.inputTokens ?? 0, outputTokens: event.metadata.usage.outputTokens ?? 0 };
+        }
+      } else {
+        const response = await this.client.send(new ConverseCommand(params), { abortSignal: signal });
+        usage = response.usage ? { inputTokens: response.usage.inputTokens ?? 0, outputTokens: response.usage.outputTokens ?? 0 } : undefined;
+        for (const block of response.output?.message?.content ?? []) {
+          if (block.text !== undefined) text += block.text;
+          else if (block.toolUse) toolCalls.push({ id: block.toolUse.toolUseId!, name: block.toolUse.name!, arguments: (block.toolUse.input ?? {}) as Record<string, unknown> });
+        }
+        stop = response.stopReason;
+      }
     } catch (error) {
       if (this.options.errors.isAbort(error, signal)) throw error;
       const e = error as AwsError;
       const status = e.$metadata?.httpStatusCode;
-      if (status !== undefined && e.$fault) {
+      // An exception event inside the stream (validationException, throttlingException…) has a fault but no status.
+      const inStream = streaming && status === undefined;
+      if (e.$fault && (status !== undefined || inStream)) {
         // Classified from the SDK error; its raw message is not surfaced to the operator.
-        throw this.options.errors.classify('bedrock', { status, code: e.name, message: e.message }, { surfaceMessage: false, label: e.name });
+        throw this.options.errors.classify('bedrock', { status, code: e.name, message: e.message, inStream }, { surfaceMessage: false, label: e.name });
       }
       throw this.options.errors.network('bedrock', error, this.options.requestTimeoutMs);
     }
-    const usage = response.usage ? { inputTokens: response.usage.inputTokens ?? 0, outputTokens: response.usage.outputTokens ?? 0 } : undefined;
-    let text = '';
-    const toolCalls: ToolCall[] = [];
-    for (const block of response.output?.message?.content ?? []) {
-      if (block.text !== undefined) text += block.text;
-      else if (block.toolUse) toolCalls.push({ id: block.toolUse.toolUseId!, name: block.toolUse.name!, arguments: (block.toolUse.input ?? {}) as Record<string, unknown> });
-    }
     let finishReason: FinishReason;
-    const stop = response.stopReason;
     if (stop === 'max_tokens') finishReason = 'length';
     else if (stop === 'content_filtered' || stop === 'guardrail_intervened') finishReason = 'content_filter';
     else finishReason = toolCalls.length ? 'tool_calls' : 'stop';

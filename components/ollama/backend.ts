@@ -4,7 +4,7 @@
 // 400 the agent's classifier reads, never a quietly shortened prompt.
 import { randomUUID } from 'node:crypto';
 import { Ollama, type ChatRequest, type ChatResponse, type Message as OllamaMessage, type Tool as OllamaTool } from 'ollama';
-import type { BackendOptions, FinishReason, GenerateInput, GenerateOutput, ModelBackend, ReportedWindow, ToolCall } from '../../resources/models/types.js';
+import type { BackendOptions, FinishReason, GenerateInput, GenerateOutput, ModelBackend, ReportedWindow, StreamEvent, ToolCall } from '../../resources/models/types.js';
 
 export const OLLAMA_DEFAULT_MODEL = 'llama3.1:8b';
 const DEFAULT_HOST = 'http://127.0.0.1:11434';
@@ -31,18 +31,23 @@ export function windowFromShow(show: { parameters?: string; model_info?: unknown
 
 export class OllamaBackend implements ModelBackend {
   readonly provider = 'ollama';
+  /** Chat requests go through the agent's request meter; /api/show, a lookup and not a model call, does not. */
   private readonly client: Ollama;
+  private readonly lookups: Ollama;
   /** The signal of the request in flight: the SDK takes none per call, so its fetch reads it here (one run per backend). */
   private signal?: AbortSignal;
   private readonly windows = new Map<string, Promise<ReportedWindow | undefined>>();
 
   constructor(private readonly options: BackendOptions) {
-    this.client = new Ollama({
-      host: options.baseUrl ?? process.env.OLLAMA_HOST ?? DEFAULT_HOST,
-      // A proxy in front of Ollama may want a key; Ollama itself ignores it.
-      ...(options.apiKey ? { headers: { authorization: `Bearer ${options.apiKey}` } } : {}),
-      fetch: (url, init) => fetch(url, { ...init, signal: AbortSignal.any([AbortSignal.timeout(options.requestTimeoutMs), ...(this.signal ? [this.signal] : []), ...(init?.signal ? [init.signal] : [])]) }),
-    });
+    const client = (send: typeof fetch) =>
+      new Ollama({
+        host: options.baseUrl ?? process.env.OLLAMA_HOST ?? DEFAULT_HOST,
+        // A proxy in front of Ollama may want a key; Ollama itself ignores it.
+        ...(options.apiKey ? { headers: { authorization: `Bearer ${options.apiKey}` } } : {}),
+        fetch: (url, init) => send(url, { ...init, signal: AbortSignal.any([AbortSignal.timeout(options.requestTimeoutMs), ...(this.signal ? [this.signal] : []), ...(init?.signal ? [init.signal] : [])]) }),
+      });
+    this.client = client(options.meter?.fetch(fetch) ?? fetch);
+    this.lookups = client(fetch);
   }
 
   /** The model's window from /api/show, asked once per backend (the agent keeps it per base URL and model). */
@@ -53,7 +58,7 @@ export class OllamaBackend implements ModelBackend {
         (async () => {
           this.signal = signal;
           try {
-            return windowFromShow(await this.client.show({ model }));
+            return windowFromShow(await this.lookups.show({ model }));
           } catch {
             return undefined;
           }
@@ -63,7 +68,7 @@ export class OllamaBackend implements ModelBackend {
     return this.windows.get(model)!;
   }
 
-  async generate(input: GenerateInput, signal: AbortSignal): Promise<GenerateOutput> {
+  async generate(input: GenerateInput, signal: AbortSignal, onEvent?: (event: StreamEvent) => void): Promise<GenerateOutput> {
     const tools: OllamaTool[] = input.tools.map((t) => ({ type: 'function', function: { name: t.name, description: t.description, parameters: t.parameters as OllamaTool['function']['parameters'] } }));
     const numCtx = this.options.contextWindowTokens ?? (await this.reportedWindow(input.model, signal))?.tokens;
     const request: ChatRequest & { truncate: boolean } = {
@@ -75,17 +80,45 @@ export class OllamaBackend implements ModelBackend {
       options: { num_predict: input.maxTokens, ...(numCtx ? { num_ctx: numCtx } : {}) },
     };
     let response: ChatResponse;
+    const toolCalls: ToolCall[] = [];
+    const called = (c: { function: { name: string; arguments?: Record<string, unknown> } }): ToolCall => ({ id: `call_${randomUUID()}`, name: c.function.name, arguments: c.function.arguments ?? {} });
     this.signal = signal;
+    let streaming = false;
     try {
-      response = await this.client.chat(request as ChatRequest & { stream: false });
+      if (onEvent) {
+        // Ollama streams one JSON object per line: text in pieces, each tool call whole, the counts on the last.
+        const parts = await this.client.chat({ ...request, stream: true } as ChatRequest & { stream: true });
+        streaming = true;
+        let text = '';
+        let last: ChatResponse | undefined;
+        for await (const part of parts) {
+          last = part;
+          if (part.message?.content) {
+            text += part.message.content;
+            onEvent({ type: 'text', text: part.message.content });
+          }
+          for (const c of part.message?.tool_calls ?? []) {
+            const call = called(c);
+            toolCalls.push(call);
+            onEvent({ type: 'toolCall', call });
+          }
+        }
+        response = { ...last!, message: { role: 'assistant', content: text } };
+      } else {
+        response = await this.client.chat(request as ChatRequest & { stream: false });
+        toolCalls.push(...(response.message?.tool_calls ?? []).map(called));
+      }
     } catch (error) {
       if (this.options.errors.isAbort(error, signal)) throw error;
       // The SDK's ResponseError (not exported): the server's status and its `error` text.
       const e = error as { name?: string; status_code?: number; error?: string };
       if (e?.name === 'ResponseError' && e.status_code !== undefined) throw this.options.errors.classify('ollama', { status: e.status_code, message: e.error, body: e.error });
+      // An {"error": …} line inside the stream: the SDK throws a plain Error with the server's text.
+      if (streaming && error instanceof Error && error.constructor === Error && error.message && !/^Did not receive done/.test(error.message)) {
+        throw this.options.errors.classify('ollama', { message: error.message, body: error.message, inStream: true });
+      }
       throw this.options.errors.network('ollama', error, this.options.requestTimeoutMs);
     }
-    const toolCalls: ToolCall[] = (response.message?.tool_calls ?? []).map((c) => ({ id: `call_${randomUUID()}`, name: c.function.name, arguments: c.function.arguments ?? {} }));
     const usage = Number.isInteger(response.prompt_eval_count) ? { inputTokens: response.prompt_eval_count, outputTokens: response.eval_count ?? 0 } : undefined;
     let finishReason: FinishReason = toolCalls.length ? 'tool_calls' : 'stop';
     if (!toolCalls.length && response.done_reason === 'length') finishReason = 'length';

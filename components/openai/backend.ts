@@ -2,7 +2,7 @@
 // OpenAI-compatible server (OPENAI_BASE_URL or agent.baseUrl).
 import OpenAI from 'openai';
 import type { ChatCompletionMessageParam, ChatCompletionTool } from 'openai/resources/chat/completions';
-import type { BackendOptions, FinishReason, GenerateInput, GenerateOutput, ModelBackend, ReportedWindow, ToolCall } from '../../resources/models/types.js';
+import type { BackendOptions, FinishReason, GenerateInput, GenerateOutput, ModelBackend, ReportedWindow, StreamEvent, ToolCall } from '../../resources/models/types.js';
 
 /** Parses a tool call's JSON arguments; a provider that sends text that is not a JSON object gets null. */
 export function parseToolArguments(text: string | undefined | null): Record<string, unknown> | null {
@@ -54,9 +54,10 @@ export class OpenAIBackend implements ModelBackend {
   private lastErrorBody: string | undefined;
 
   constructor(private readonly options: BackendOptions) {
+    const send = options.meter?.fetch(fetch) ?? fetch;
     this.client = new OpenAI({
       fetch: async (url: string | URL | Request, init?: RequestInit) => {
-        const response = await fetch(url, init);
+        const response = await send(url, init);
         if (!response.ok) this.lastErrorBody = await response.clone().text().catch(() => undefined);
         return response;
       },
@@ -99,19 +100,29 @@ export class OpenAIBackend implements ModelBackend {
     return undefined;
   }
 
-  async generate(input: GenerateInput, signal: AbortSignal): Promise<GenerateOutput> {
+  async generate(input: GenerateInput, signal: AbortSignal, onEvent?: (event: StreamEvent) => void): Promise<GenerateOutput> {
     const tools: ChatCompletionTool[] = input.tools.map((t) => ({ type: 'function', function: { name: t.name, description: t.description, parameters: t.parameters } }));
+    const params = { model: input.model, messages: toOpenAIMessages(input), max_tokens: input.maxTokens, ...(tools.length ? { tools } : {}) };
     let completion: OpenAI.Chat.Completions.ChatCompletion;
     this.lastErrorBody = undefined;
     try {
-      completion = await this.client.chat.completions.create(
-        { model: input.model, messages: toOpenAIMessages(input), max_tokens: input.maxTokens, ...(tools.length ? { tools } : {}) },
-        { signal }
-      );
+      if (onEvent) {
+        // The SDK's stream helper gathers the chunks into the same completion a plain call returns.
+        const stream = this.client.chat.completions.stream({ ...params, stream_options: { include_usage: true } }, { signal });
+        stream.on('content.delta', ({ delta }) => delta && onEvent({ type: 'text', text: delta }));
+        stream.on('tool_calls.function.arguments.done', ({ index, name, arguments: raw }) => {
+          const id = stream.currentChatCompletionSnapshot?.choices[0]?.message.tool_calls?.[index]?.id;
+          const args = parseToolArguments(raw);
+          if (id && args) onEvent({ type: 'toolCall', call: { id, name, arguments: args } });
+        });
+        completion = await stream.finalChatCompletion();
+      } else completion = await this.client.chat.completions.create(params, { signal });
     } catch (error) {
       if (this.options.errors.isAbort(error, signal)) throw error;
-      if (error instanceof OpenAI.APIError && error.status !== undefined) {
-        throw this.options.errors.classify('openai', { status: error.status, code: error.code ?? undefined, type: error.type, message: errorMessage(error.message, this.lastErrorBody), body: this.lastErrorBody ?? error.error });
+      // An error event inside a stream is an APIError with no status (the stream began with 200).
+      if (error instanceof OpenAI.APIError && !(error instanceof OpenAI.APIConnectionError)) {
+        const inStream = error.status === undefined;
+        throw this.options.errors.classify('openai', { status: error.status, code: error.code ?? undefined, type: error.type, message: errorMessage(error.message, this.lastErrorBody), body: this.lastErrorBody ?? error.error, inStream });
       }
       throw this.options.errors.network('openai', error, this.options.requestTimeoutMs);
     }

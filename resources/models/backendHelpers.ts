@@ -6,15 +6,28 @@ import type { Message, ProviderErrors, ProviderFailure, ToolCall } from './types
 
 export class ModelError extends Error {
   override readonly name = 'ModelError';
+  /** What the model-call log records: context_window, rate_limit, auth, client, server, stream, network or timeout. */
+  readonly errorClass: string;
   constructor(
     message: string,
     readonly provider: string,
     readonly status: number | undefined,
     readonly contextWindowExceeded: boolean,
-    readonly code?: string
+    readonly code?: string,
+    errorClass?: string
   ) {
     super(message);
+    this.errorClass = errorClass ?? (contextWindowExceeded ? 'context_window' : statusErrorClass(status));
   }
+}
+
+/** A failed request's class from its status alone (a retried attempt the classifier never saw, or no better cue). */
+export function statusErrorClass(status: number | undefined): string {
+  if (status === undefined) return 'network';
+  if (status === 429) return 'rate_limit';
+  if (status === 401 || status === 403) return 'auth';
+  if (status >= 500) return 'server';
+  return 'client';
 }
 
 export function isModelError(error: unknown): error is ModelError {
@@ -86,10 +99,12 @@ export function saysInputOverLimit(text: string): boolean {
 /** True when the provider rejected the request as longer than the model's context window. */
 export function isContextWindowExceeded(failure: ProviderFailure): boolean {
   const s = CONTEXT_WINDOW_SIGNALS;
-  if (failure.status === undefined || !s.flaggableStatuses.includes(failure.status)) return false;
+  // An error event in a stream has no status of its own (the stream began with 200): its body is read as a 400's.
+  const status = failure.status ?? (failure.inStream ? 400 : undefined);
+  if (status === undefined || !s.flaggableStatuses.includes(status)) return false;
   const texts = errorTexts(failure);
   if (texts.some((text) => s.codes.some((code) => new RegExp(`\\b${code}\\b`).test(text)))) return true;
-  if (s.statusAlone.includes(failure.status)) return true;
+  if (s.statusAlone.includes(status)) return true;
   if (texts.some((text) => s.vetoes.some((veto) => veto.pattern.test(text)))) return false;
   return texts.some(saysInputOverLimit);
 }
@@ -105,7 +120,7 @@ export function classifyProviderError(
 ): ModelError {
   const contextWindowExceeded = isContextWindowExceeded(failure);
   const status = failure.status;
-  const where = status === undefined ? '' : ` (HTTP ${status})`;
+  const where = status !== undefined ? ` (HTTP ${status})` : failure.inStream ? ' (an error event in the stream)' : '';
   const label = options.label ?? failure.code ?? failure.type;
   let detail: string;
   if (options.surfaceMessage === false) {
@@ -118,8 +133,9 @@ export function classifyProviderError(
   else if (status === 401 || status === 403) hint = ' Check the provider credentials (API key or AWS credentials).';
   else if (status === 429) hint = ' The provider is rate limiting; try again later.';
   else if (status !== undefined && status >= 500) hint = ' The provider failed; try again later.';
-  else if (status === undefined) hint = ' Check that the provider endpoint is reachable.';
-  return new ModelError(`${provider} request failed${where}: ${detail}.${hint}`.replace(/\.\.(\s|$)/g, '.$1'), provider, status, contextWindowExceeded, failure.code);
+  else if (status === undefined && !failure.inStream) hint = ' Check that the provider endpoint is reachable.';
+  const errorClass = failure.inStream && !contextWindowExceeded ? 'stream' : undefined;
+  return new ModelError(`${provider} request failed${where}: ${detail}.${hint}`.replace(/\.\.(\s|$)/g, '.$1'), provider, status, contextWindowExceeded, failure.code, errorClass);
 }
 
 /** An abort is not a provider failure: the caller cancelled. */
@@ -156,12 +172,37 @@ export function answeredTranscript(messages: readonly Message[]): Message[] {
   return out;
 }
 
-/** A request that never reached the provider: timeout, refused connection, reset. */
+/**
+ * What went wrong with a connection, the same whether it failed before the answer began or in the middle of a
+ * stream: the deepest system code in the cause chain (ECONNREFUSED, UND_ERR_SOCKET…), named when it is a dropped
+ * connection, else the innermost message.
+ */
+export function connectionDetail(error: unknown): string {
+  const { code, message } = innermost(error);
+  if (droppedConnection(code)) return `the connection closed before the answer was complete (${code})`;
+  return code ?? message ?? 'connection failed';
+}
+
+/** The deepest system code and message in an error's cause chain. */
+function innermost(error: unknown): { code?: string; message?: string } {
+  let code: string | undefined;
+  let message: string | undefined;
+  for (let e = error as { code?: unknown; message?: unknown; cause?: unknown } | undefined, depth = 0; e && typeof e === 'object' && depth < 8; e = e.cause as typeof e, depth++) {
+    if (typeof e.code === 'string' && /^[A-Z_]+$/.test(e.code)) code = e.code;
+    if (typeof e.message === 'string' && e.message) message = e.message;
+  }
+  return { code, message };
+}
+
+const droppedConnection = (code: string | undefined) => code === 'UND_ERR_SOCKET' || code === 'ECONNRESET' || code === 'EPIPE';
+
+/** A request that never reached the provider, or whose answer stopped coming: timeout, refused connection, reset. */
 export function networkError(provider: string, error: unknown, timeoutMs: number): ModelError {
-  const e = error as { name?: string; message?: string; cause?: { code?: string; message?: string } };
-  const timedOut = /timeout|timed out/i.test(`${e.name} ${e.message}`);
-  const detail = timedOut ? `no answer within agent.requestTimeoutMs (${timeoutMs} ms)` : `${e.cause?.code ?? e.cause?.message ?? e.message ?? 'connection failed'}`;
-  return new ModelError(`${provider} request failed: ${detail}. Check that the provider endpoint is reachable${timedOut ? ', or raise agent.requestTimeoutMs' : ''}.`, provider, undefined, false);
+  const e = error as { name?: string; message?: string };
+  // Smithy names a reset connection TimeoutError: its code says what happened.
+  const timedOut = !droppedConnection(innermost(error).code) && /timeout|timed out/i.test(`${e.name} ${e.message}`);
+  const detail = timedOut ? `no answer within agent.requestTimeoutMs (${timeoutMs} ms)` : connectionDetail(error);
+  return new ModelError(`${provider} request failed: ${detail}. Check that the provider endpoint is reachable${timedOut ? ', or raise agent.requestTimeoutMs' : ''}.`, provider, undefined, false, undefined, timedOut ? 'timeout' : 'network');
 }
 
 /** The seam handed to every backend (BackendOptions.errors): the same classifier for every provider package. */

@@ -63,9 +63,16 @@ export interface ReportedWindow {
   source: string;
 }
 
+/** What a streaming call reports as it goes: text as the model writes it, each tool call once it is whole. */
+export type StreamEvent = { type: 'text'; text: string } | { type: 'toolCall'; call: ToolCall };
+
 export interface ModelBackend {
   readonly provider: string;
-  generate(input: GenerateInput, signal: AbortSignal): Promise<GenerateOutput>;
+  /**
+   * One model call. With `onEvent` the backend uses its SDK's streaming API and reports as it goes; the result is the
+   * same either way. A failure inside the stream is classified as the same failure answered before it would be.
+   */
+  generate(input: GenerateInput, signal: AbortSignal, onEvent?: (event: StreamEvent) => void): Promise<GenerateOutput>;
   /** Asks the server for the model's context window (self-hosted servers report it); undefined when it does not say. */
   reportedWindow?(model: string, signal: AbortSignal): Promise<ReportedWindow | undefined>;
 }
@@ -81,6 +88,18 @@ export interface BackendOptions {
   /** agent.contextWindowTokens, when the operator set it (Ollama sizes its context from it). */
   contextWindowTokens?: number;
   errors: ProviderErrors;
+  /** Records each HTTP request the backend's SDK sends for a model call (retries included): the model-call log. */
+  meter?: RequestMeter;
+}
+
+/**
+ * The agent's request meter (agent/modelCalls.ts). A backend puts it where its SDK sends requests: `fetch` wraps the
+ * fetch an SDK takes (OpenAI, Anthropic, Ollama), `begin` is for an SDK with its own HTTP handler (Bedrock).
+ */
+export interface RequestMeter {
+  fetch(inner?: typeof fetch): typeof fetch;
+  /** A request is going out; call the result with the response status (undefined: none came). */
+  begin(url: string, bytes: number): (status: number | undefined) => void;
 }
 
 /** What a backend knows about a failed request, taken from its SDK's error. */
@@ -91,6 +110,8 @@ export interface ProviderFailure {
   message?: string;
   /** The response body as the SDK gave it (object or text); searched for codes and wording too. */
   body?: unknown;
+  /** An error event inside a stream that began with 200: judged by its body as the rejection it stands for. */
+  inStream?: boolean;
 }
 
 /** An error the loop reads: it never reads provider wording, only these fields. */
