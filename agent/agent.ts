@@ -16,6 +16,7 @@ interface KeySchema {
   pattern?: string;
   enum?: unknown[];
   maxItems?: number;
+  maxProperties?: number;
   items?: { pattern?: string };
   description?: string;
 }
@@ -42,6 +43,10 @@ export interface AgentConfig {
   allowOperations?: string[];
   systemPromptAppend?: string;
   user?: string;
+  stream: boolean;
+  maxCostUsd?: number;
+  maxSessionCostUsd?: number;
+  prices?: Record<string, { inputPerMTokens: number; outputPerMTokens: number }>;
 }
 
 export const CONFIG_KEYS = Object.keys(CONFIG_SCHEMA.properties) as (keyof AgentConfig)[];
@@ -74,6 +79,7 @@ function describeProblem(key: string, errors: { keyword: string; message?: strin
   const e = errors[0];
   if (e?.keyword === 'enum') return `agent.${key} must be one of ${(e.params?.allowedValues as unknown[]).join(', ')}`;
   if (p.type === 'integer') return `agent.${key} must be an integer${range}`;
+  if (p.type === 'number') return `agent.${key} must be a number${range}`;
   if (p.type === 'boolean') return `agent.${key} must be true or false`;
   return `agent.${key} ${e?.message ?? 'is invalid'}`;
 }
@@ -130,6 +136,14 @@ export function loadAgentConfig(
     if (!key) {
       warn(`harper-agent: ignoring unknown config key ${source === 'harperdb-config.yaml' ? `agent.${name}` : name} from ${source}`);
       return;
+    }
+    // Text from env or a flag for a key that holds an object (agent.prices) is JSON.
+    if (typeof value === 'string' && CONFIG_SCHEMA.properties[key]!.type === 'object') {
+      try {
+        value = JSON.parse(value);
+      } catch {
+        // reported as invalid below
+      }
     }
     const checked = checkConfigValue(key, value, coerce);
     if (checked.ok) {
@@ -197,7 +211,8 @@ export function boundsText(key: string): string {
   if (p.enum) return `one of ${p.enum.join(', ')}`;
   if (p.type === 'array') return `up to ${p.maxItems} ${p.items?.pattern === '^[a-z_]+$' ? 'operation names' : 'http(s) origins'}`;
   if (p.type === 'boolean') return 'true or false';
-  if (p.type === 'integer') return `${number(p.minimum!)} to ${number(p.maximum!)}`;
+  if (p.type === 'integer' || p.type === 'number') return `${number(p.minimum!)} to ${number(p.maximum!)}`;
+  if (p.type === 'object') return `up to ${p.maxProperties} models`;
   if (p.pattern === '^https?://') return 'an http:// or https:// URL';
   if (p.maxLength !== undefined) return `${p.minLength ? `${number(p.minLength)} to ` : 'up to '}${number(p.maxLength)} characters`;
   return 'not empty';

@@ -12,6 +12,7 @@ import { loadAgentConfig } from './agent.js';
 import { ConfigStore, type SettingTable } from './configStore.js';
 import { Cluster, harperNodeName, operationsUrl, type NodeTable } from './cluster.js';
 import { ContextLimits, type LimitTable } from './contextBudget.js';
+import { ModelCallLog, type CallTable } from './modelCalls.js';
 import { operationsListener } from './http.js';
 import { recoverInterruptedRuns } from './loop.js';
 import { createOperations } from './operations.js';
@@ -71,6 +72,9 @@ const operations = afterReady(createOperations({
   operationsAs: operationsAs(server),
   ownOrigins: [harper.http?.port, port].filter(Boolean).flatMap((p) => [`http://127.0.0.1:${p}`, `http://localhost:${p}`]),
   limits: new ContextLimits(() => databases.agent?.AgentContextLimit as unknown as LimitTable | undefined),
+  calls: new ModelCallLog(() => databases.agent?.AgentModelCall as unknown as CallTable | undefined),
+  // Harper's publish: an audit-log entry every subscriber on every thread sees, the record itself untouched.
+  publishLive: (id, event) => void (databases.agent!.AgentLiveText as unknown as { publish(id: string, message: unknown): unknown }).publish(id, event),
   config: () => configs.current(),
   changeConfig: (change, user) => configs.set(change, user),
   persistedConfig: () => configs.persisted(),
@@ -99,6 +103,7 @@ const admin = adminListener({
   operations,
   store,
   table: () => sessionTable() as unknown as SubscribableTable,
+  liveTable: () => databases.agent!.AgentLiveText as unknown as SubscribableTable,
   pageDir: path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../admin'),
   log: (m) => logger.error(m),
 });

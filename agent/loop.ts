@@ -9,7 +9,9 @@ import { Models } from '../resources/models/models.js';
 import type { GenerateOutput, Message, ModelBackend, ToolCall, ToolMessage } from '../resources/models/types.js';
 import type { AgentConfig } from './agent.js';
 import { contextBudget, estimateTokens, type ContextLimits, type ModelTarget } from './contextBudget.js';
-import { tokenCounter } from './tokenCount.js';
+import { callRecords, costOf, priceOf, RunMeter, totals, type ModelCallLog } from './modelCalls.js';
+import { LiveWriter, type LiveEvent } from './sessionFeed.js';
+import { tokenCounter, type TokenCounter } from './tokenCount.js';
 import { RunSupersededError, workingSetCuts, type RunGuard, type Session, type SessionHeader, type SessionStore } from './session.js';
 import { systemPrompt } from './systemPrompt.js';
 import type { ToolRegistry } from './tools/index.js';
@@ -28,6 +30,10 @@ export interface LoopDeps {
   ownOrigins?: string[];
   /** What provider rejections taught about context limits (pre-flight budget). */
   limits?: ContextLimits;
+  /** The model-call log (AgentModelCall): one record per provider request; the spending limits read it. */
+  calls?: ModelCallLog;
+  /** Shows a streaming call's pieces to the session's followers (AgentLiveText's publish); never stored. */
+  publishLive?: (sessionId: string, event: LiveEvent) => void;
   /** The config in force; read once when a run starts. */
   config: () => AgentConfig;
   log?: (message: string) => void;
@@ -77,6 +83,10 @@ export interface TurnRequest {
   config: AgentConfig;
   guard: RunGuard;
   signal: AbortSignal;
+  /** The requests the backend's SDK sends (handed to it when the run made it). */
+  meter: RunMeter;
+  /** The model's tokenizer, if a package has one. */
+  counter?: TokenCounter;
 }
 
 /** The model on the server this run talks to: what is reported or learned about a window is kept per server. */
@@ -111,13 +121,79 @@ export function silentOverflow(out: GenerateOutput, config: AgentConfig, convers
   return null;
 }
 
-async function callModel(deps: LoopDeps, session: Session, req: TurnRequest): Promise<GenerateOutput> {
+/**
+ * One model call: streamed to the session's followers when agent.stream is on, each of its requests recorded in the
+ * model-call log whatever the outcome (the records are written before the call's result is acted on).
+ */
+async function callModel(deps: LoopDeps, session: Session, req: TurnRequest, estimate: number): Promise<GenerateOutput> {
   const input = buildInput(deps, session, req);
-  // A signal per request: SDKs add an abort listener per call, and a run makes many calls on one run signal.
-  const out = await req.backend.generate(input, AbortSignal.any([req.signal]));
-  const silent = silentOverflow(out, req.config, Buffer.byteLength(JSON.stringify(input.messages)));
-  if (silent) throw new ModelError(silent, req.backend.provider, 400, true, 'silent_overflow');
-  return out;
+  const id = session.session_id;
+  const live = req.config.stream && deps.publishLive ? new LiveWriter((event) => deps.publishLive!(id, event), randomUUID(), session.messages.length) : undefined;
+  req.meter.take();
+  let out: GenerateOutput | undefined;
+  let failure: unknown;
+  try {
+    // A signal per request: SDKs add an abort listener per call, and a run makes many calls on one run signal.
+    out = await req.backend.generate(input, AbortSignal.any([req.signal]), live?.onEvent);
+    const silent = silentOverflow(out, req.config, Buffer.byteLength(JSON.stringify(input.messages)));
+    if (silent) throw new ModelError(silent, req.backend.provider, 400, true, 'silent_overflow');
+    return out;
+  } catch (error) {
+    failure = error;
+    throw error;
+  } finally {
+    live?.close(failure !== undefined);
+    await recordCalls(deps, session, req, estimate, out, failure).catch((error) => deps.log?.(`harper-agent: session ${id}: could not record its model calls: ${errorInfo(error)}`));
+  }
+}
+
+/** The call's requests into the model-call log, the last one with what the call returned or why it failed. */
+async function recordCalls(deps: LoopDeps, session: Session, req: TurnRequest, estimate: number, out: GenerateOutput | undefined, failure: unknown): Promise<void> {
+  const sent = req.meter.take();
+  if (!deps.calls || sent.length === 0) return;
+  const errorClass = failure === undefined ? undefined : isAbortError(failure, req.signal) ? 'cancelled' : isModelError(failure) ? failure.errorClass : 'internal';
+  const outputEstimate = out ? Math.ceil(Buffer.byteLength(out.text + JSON.stringify(out.toolCalls)) / 3) : undefined;
+  await deps.calls.record(
+    callRecords(sent, { usage: out?.usage, estimate, outputEstimate, errorClass }, {
+      session_id: session.session_id,
+      node: deps.store.node,
+      provider: req.backend.provider,
+      model: req.model,
+      price: priceOf(req.config, req.backend.provider, req.model)?.price,
+      streamed: req.config.stream,
+    })
+  );
+}
+
+const usd = (n: number) => `$${n < 0.01 ? n.toFixed(4) : n.toFixed(2)}`;
+
+/**
+ * The spending limits, before each model call: what the prompt (and the session) has spent, from the model-call log,
+ * plus what this call could cost (its estimated input, and agent.maxTokens of output), against agent.maxCostUsd and
+ * agent.maxSessionCostUsd. A call that could cross one is not sent: the run ends here, every tool call answered.
+ */
+export async function checkSpend(deps: LoopDeps, session: Session, req: TurnRequest, estimate: number): Promise<void> {
+  const { maxCostUsd, maxSessionCostUsd } = req.config;
+  if (maxCostUsd === undefined && maxSessionCostUsd === undefined) return;
+  const priced = priceOf(req.config, req.backend.provider, req.model);
+  if (!priced) {
+    throw new RunError(
+      `A spending limit is set (agent.${maxCostUsd !== undefined ? 'maxCostUsd' : 'maxSessionCostUsd'}) but no price is known for ${req.backend.provider} model ${req.model}, so nothing was sent. Set its price in agent.prices (e.g. {"${req.model}":{"inputPerMTokens":0,"outputPerMTokens":0}}), or unset the limit.`
+    );
+  }
+  const next = costOf(priced.price, estimate, req.config.maxTokens);
+  const calls = deps.calls ? await deps.calls.list({ session_id: session.session_id }) : [];
+  const promptAt = [...session.messages].reverse().find((m) => m.role === 'user')?.at ?? 0;
+  const limits: [string, number | undefined, number, number, string][] = [
+    ['agent.maxCostUsd', maxCostUsd, totals(calls.filter((c) => c.at >= promptAt)).costUsd, calls.filter((c) => c.at >= promptAt).length, 'This prompt'],
+    ['agent.maxSessionCostUsd', maxSessionCostUsd, totals(calls).costUsd, calls.length, 'This session'],
+  ];
+  for (const [key, limit, spent, requests, what] of limits) {
+    if (limit === undefined || spent + next <= limit) continue;
+    throw new RunError(
+      `${what} has spent ${usd(spent)} in ${requests} model request(s); the next call could cost up to ${usd(next)} (about ${estimate} input tokens and up to agent.maxTokens ${req.config.maxTokens} output tokens at ${priced.source} prices), which would cross ${key} (${usd(limit)}). Nothing more was sent. To go on: raise ${key} (harper-agent config ${key.slice(6)}=<dollars>) and send a new prompt.`
+    );
+  }
 }
 
 /** A model's answer and the session as it was sent. */
@@ -133,8 +209,9 @@ export interface Turn {
 export async function generateTurn(deps: LoopDeps, current: Session, req: TurnRequest): Promise<Turn> {
   const id = current.session_id;
   const { session, estimate } = await fitBudget(deps, await keepWorkingSet(deps, current, req), req);
+  await checkSpend(deps, session, req, estimate);
   try {
-    return { out: await callModel(deps, session, req), sent: session };
+    return { out: await callModel(deps, session, req, estimate), sent: session };
   } catch (error) {
     if (!isModelError(error) || !error.contextWindowExceeded || req.signal.aborted) throw error;
     // The estimate let this request through and the provider still rejected it: remember the size that failed.
@@ -148,8 +225,10 @@ export async function generateTurn(deps: LoopDeps, current: Session, req: TurnRe
     }
     if (req.signal.aborted) throw new DOMException('cancelled', 'AbortError');
     const shrunk = (await deps.store.get(id))!;
+    const smaller = estimateTokens(buildInput(deps, shrunk, req), req.counter);
+    await checkSpend(deps, shrunk, req, smaller);
     try {
-      return { out: await callModel(deps, shrunk, req), sent: shrunk };
+      return { out: await callModel(deps, shrunk, req, smaller), sent: shrunk };
     } catch (retryError) {
       if (isModelError(retryError) && retryError.contextWindowExceeded && !req.signal.aborted) {
         throw new RunError(
@@ -177,7 +256,7 @@ async function keepWorkingSet(deps: LoopDeps, current: Session, req: TurnRequest
 async function fitBudget(deps: LoopDeps, current: Session, req: TurnRequest): Promise<{ session: Session; estimate: number }> {
   const id = current.session_id;
   let session = current;
-  const counter = await tokenCounter(req.model);
+  const counter = req.counter;
   let estimate = estimateTokens(buildInput(deps, session, req), counter);
   const budget = await contextBudget(req.config, target(req), deps.limits, req.backend.reportedWindow && (() => req.backend.reportedWindow!(req.model, req.signal)));
   while (budget && estimate > budget.tokens) {
@@ -316,6 +395,7 @@ async function runSession(deps: LoopDeps, id: string, guard: RunGuard, signal: A
       throw new RunError(`agent.provider ${JSON.stringify(config.provider)} is not registered (available: ${Models.providers().join(', ') || 'none'}). Set agent.provider to one of them.`);
     }
     const model = config.model ?? registration.defaultModel;
+    const meter = new RunMeter();
     const backend = registration.create({
       model,
       apiKey: config.apiKey,
@@ -325,9 +405,10 @@ async function runSession(deps: LoopDeps, id: string, guard: RunGuard, signal: A
       maxRetries: config.maxRetries,
       contextWindowTokens: config.contextWindowTokens,
       errors: providerErrors,
+      meter,
     });
     const ctx: ToolContext = { scopes: deps.scopes, maxResultBytes: config.maxToolResultBytes, signal, databases: deps.databases, fetchAllow: config.fetchAllow ?? deps.ownOrigins ?? [], allowOperations: config.allowOperations ?? [] };
-    const req: TurnRequest = { backend, model, config, guard, signal };
+    const req: TurnRequest = { backend, model, config, guard, signal, meter, counter: await tokenCounter(model) };
     let session = (await deps.store.get(id))!;
     // Harper's operations run as agent.user when it is set, else as the user who owns the session, with that user's
     // permissions; no user, no operations.

@@ -10,6 +10,7 @@ import { systemPrompt } from './systemPrompt.js';
 import { activeRun, newRunner, startRun, type LoopDeps } from './loop.js';
 import { Models } from '../resources/models/models.js';
 import { sessionSummary, SessionNotFoundError, type SessionHeader } from './session.js';
+import { totals } from './modelCalls.js';
 import type { Cluster, Via } from './cluster.js';
 
 const Ajv = AjvModule.default ?? AjvModule;
@@ -184,6 +185,19 @@ export function createOperations(deps: OperationsDeps): Record<string, Operation
           config: publicConfig(deps.config()),
           persisted: deps.persistedConfig(),
         };
+      },
+    },
+
+    list_agent_model_calls: {
+      // The model-call log: one record per provider request (retries included), oldest first, with totals. For one
+      // session (404 when there is no such session), or the newest `limit` records of every session.
+      schema: object({ session_id: sessionId, limit: { type: 'integer', minimum: 1, maximum: 10000 } }),
+      async handle(input) {
+        const id = input.session_id as string | undefined;
+        if (id !== undefined) await mustGetHeader(id);
+        const all = (await deps.calls?.list(id ? { session_id: id } : {})) ?? [];
+        const calls = all.slice(-((input.limit as number | undefined) ?? 1000));
+        return { calls, totals: totals(all) };
       },
     },
 

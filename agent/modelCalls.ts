@@ -1,0 +1,222 @@
+// The model-call log: one AgentModelCall record per HTTP request a backend's SDK sends for a model call (its retries
+// each count), with the session, provider, host, model, request bytes, the tokens the provider reported, latency,
+// status, error class and cost; and what the spending limits (agent.maxCostUsd, agent.maxSessionCostUsd) read back.
+import { randomUUID } from 'node:crypto';
+import { statusErrorClass } from '../resources/models/backendHelpers.js';
+import type { RequestMeter, Usage } from '../resources/models/types.js';
+import type { AgentConfig } from './agent.js';
+import { catalogPrice, type Price } from './modelCatalog.js';
+
+export interface ModelCallRecord {
+  id: string;
+  session_id: string;
+  /** When the request went out (ms). */
+  at: number;
+  node: string | null;
+  provider: string;
+  /** The host the request went to (host:port), never the path or a key. */
+  host: string;
+  model: string;
+  requestBytes: number;
+  /** The response's HTTP status; null when none came (refused, reset, timed out). */
+  status: number | null;
+  /** As the provider reported them; null when it did not (a failed request, a server that reports none). */
+  inputTokens: number | null;
+  outputTokens: number | null;
+  /** From the request going out to the answer's last byte (a failed attempt: to its response). */
+  latencyMs: number;
+  /** For a failed request: context_window, rate_limit, auth, client, server, stream, network or timeout. */
+  errorClass: string | null;
+  /** What the request cost at the price in force; null when no price is known. */
+  costUsd: number | null;
+  /** Counted from the pre-flight estimate because the provider reported no tokens. */
+  tokensEstimated: boolean;
+  streamed: boolean;
+}
+
+/** One request as the meter saw it go out. */
+interface Sent {
+  url: string;
+  bytes: number;
+  started: number;
+  status?: number;
+  respondedAt?: number;
+}
+
+const bodyBytes = (body: unknown): number => {
+  if (typeof body === 'string') return Buffer.byteLength(body);
+  if (body instanceof ArrayBuffer) return body.byteLength;
+  if (ArrayBuffer.isView(body)) return body.byteLength;
+  return 0;
+};
+
+/**
+ * A run's meter, handed to its backend: every request the SDK sends is noted as it goes out and when its response
+ * starts; `take` hands the model call's requests to the loop, which completes them with what the call returned.
+ */
+export class RunMeter implements RequestMeter {
+  private sent: Sent[] = [];
+
+  fetch(inner: typeof fetch = fetch): typeof fetch {
+    return async (url, init) => {
+      const done = this.begin(url instanceof Request ? url.url : String(url), bodyBytes(init?.body));
+      try {
+        const response = await inner(url, init);
+        done(response.status);
+        return response;
+      } catch (error) {
+        done(undefined);
+        throw error;
+      }
+    };
+  }
+
+  begin(url: string, bytes: number): (status: number | undefined) => void {
+    const sent: Sent = { url, bytes, started: Date.now() };
+    this.sent.push(sent);
+    return (status) => {
+      sent.status = status;
+      sent.respondedAt = Date.now();
+    };
+  }
+
+  /** The requests since the last take, oldest first. */
+  take(): Sent[] {
+    const out = this.sent;
+    this.sent = [];
+    return out;
+  }
+}
+
+/** The price per million tokens in force for a model: agent.prices (by model, or provider:model) first, then the catalog. */
+export function priceOf(config: Pick<AgentConfig, 'prices'>, provider: string, model: string): { price: Price; source: string } | undefined {
+  const set = config.prices?.[`${provider}:${model}`] ?? config.prices?.[model];
+  if (set) return { price: set, source: 'agent.prices' };
+  return catalogPrice(provider, model);
+}
+
+export const costOf = (price: Price, inputTokens: number, outputTokens: number) => (inputTokens * price.inputPerMTokens + outputTokens * price.outputPerMTokens) / 1_000_000;
+
+/** How a model call ended, for its last request. */
+export interface CallEnd {
+  usage?: Usage;
+  /** The request's estimated input tokens (the pre-flight's), used when the provider reports none. */
+  estimate: number;
+  /** The output's estimated tokens, used when the provider reports none. */
+  outputEstimate?: number;
+  errorClass?: string;
+}
+
+/** The records of one model call's requests: only the last one can have succeeded; earlier ones were retried. */
+export function callRecords(
+  sent: Sent[],
+  end: CallEnd,
+  context: { session_id: string; node: string | null; provider: string; model: string; price?: Price; streamed: boolean; now?: number }
+): ModelCallRecord[] {
+  const now = context.now ?? Date.now();
+  return sent.map((s, i) => {
+    const last = i === sent.length - 1;
+    const ok = last && !end.errorClass;
+    const reported = ok ? end.usage : undefined;
+    const estimated = ok && !reported;
+    // Cost counts the estimate where a successful call reported no tokens: a limit must not go blind on such servers.
+    const costInput = reported?.inputTokens ?? (estimated ? end.estimate : null);
+    const costOutput = reported?.outputTokens ?? (estimated ? (end.outputEstimate ?? 0) : null);
+    let host = '';
+    try {
+      host = new URL(s.url).host;
+    } catch {
+      host = s.url.slice(0, 200);
+    }
+    return {
+      id: randomUUID(),
+      session_id: context.session_id,
+      at: s.started,
+      node: context.node,
+      provider: context.provider,
+      host,
+      model: context.model,
+      requestBytes: s.bytes,
+      status: s.status ?? null,
+      inputTokens: reported ? reported.inputTokens : null,
+      outputTokens: reported ? reported.outputTokens : null,
+      latencyMs: (last ? now : (s.respondedAt ?? now)) - s.started,
+      errorClass: last ? (end.errorClass ?? null) : statusErrorClass(s.status),
+      costUsd: context.price ? (costInput !== null ? costOf(context.price, costInput, costOutput ?? 0) : 0) : null,
+      tokensEstimated: estimated,
+      streamed: context.streamed,
+    };
+  });
+}
+
+/** Where the log is kept: `agent.AgentModelCall` in Harper, a map in unit tests. */
+export interface CallTable {
+  put(id: string, record: Record<string, unknown>): unknown;
+  search(query: Record<string, unknown>): AsyncIterable<unknown>;
+}
+
+const plain = (r: ModelCallRecord): ModelCallRecord => ({
+  id: r.id,
+  session_id: r.session_id,
+  at: (r.at as unknown) instanceof Date ? (r.at as unknown as Date).getTime() : Number(r.at),
+  node: r.node ?? null,
+  provider: r.provider,
+  host: r.host,
+  model: r.model,
+  requestBytes: r.requestBytes,
+  status: r.status ?? null,
+  inputTokens: r.inputTokens ?? null,
+  outputTokens: r.outputTokens ?? null,
+  latencyMs: r.latencyMs,
+  errorClass: r.errorClass ?? null,
+  costUsd: r.costUsd ?? null,
+  tokensEstimated: r.tokensEstimated === true,
+  streamed: r.streamed === true,
+});
+
+export interface CallTotals {
+  requests: number;
+  failed: number;
+  inputTokens: number;
+  outputTokens: number;
+  costUsd: number;
+  latencyMs: number;
+}
+
+export function totals(calls: readonly ModelCallRecord[]): CallTotals {
+  const t: CallTotals = { requests: calls.length, failed: 0, inputTokens: 0, outputTokens: 0, costUsd: 0, latencyMs: 0 };
+  for (const c of calls) {
+    if (c.errorClass) t.failed++;
+    t.inputTokens += c.inputTokens ?? 0;
+    t.outputTokens += c.outputTokens ?? 0;
+    t.costUsd += c.costUsd ?? 0;
+    t.latencyMs += c.latencyMs;
+  }
+  return t;
+}
+
+export class ModelCallLog {
+  private readonly rows: ModelCallRecord[] = [];
+  constructor(private readonly table?: () => CallTable | undefined) {}
+
+  async record(records: ModelCallRecord[]): Promise<void> {
+    const table = this.table?.();
+    for (const r of records) {
+      if (table) await table.put(r.id, { ...r, at: new Date(r.at) });
+      else this.rows.push(r);
+    }
+  }
+
+  /** A session's calls (or every session's), oldest first; `since` keeps those from that time on. */
+  async list(query: { session_id?: string; since?: number } = {}): Promise<ModelCallRecord[]> {
+    const table = this.table?.();
+    let out: ModelCallRecord[];
+    if (table) {
+      out = [];
+      const conditions = query.session_id ? [{ attribute: 'session_id', value: query.session_id }] : [];
+      for await (const row of table.search({ conditions })) out.push(plain(row as ModelCallRecord));
+    } else out = this.rows.filter((r) => !query.session_id || r.session_id === query.session_id);
+    if (query.since !== undefined) out = out.filter((r) => r.at >= query.since!);
+    return out.sort((a, b) => a.at - b.at);
+  }
+}
