@@ -134,8 +134,12 @@ function renderHead() {
 }
 
 function applyDelta(delta) {
+  const ran = current.session?.status === 'running';
   current.session = delta.session;
   const list = $('transcript');
+  // Streamed text the stored messages now stand for, or that a failed call left.
+  for (const live of list.querySelectorAll('li.live')) if (delta.messages.some((m) => m.index === Number(live.dataset.index)) || live.classList.contains('failed')) live.remove();
+  if (delta.messages.length || (ran && delta.session.status !== 'running')) showCalls(delta.session.session_id);
   for (const m of delta.messages) {
     current.messages[m.index] = m;
     const item = messageItem(m);
@@ -149,10 +153,71 @@ function applyDelta(delta) {
   if (delta.messages.length) list.lastElementChild?.scrollIntoView({ block: 'nearest' });
 }
 
+// A streaming model call's text and tool calls as they come, shown where its message will be; the stored message
+// replaces it. A failed call's text is marked as not kept, and goes at the next change.
+function liveItem(index) {
+  let item = $('transcript').querySelector(`li.live[data-index="${index}"]`);
+  if (!item) {
+    item = el('li', { class: 'message assistant live', dataset: { index: String(index) } }, el('div', { class: 'message-head' }, el('span', { class: 'who' }, 'assistant'), el('span', { class: 'badge writing' }, 'writing…')), el('pre', {}, ''), el('ul', { class: 'calls' }));
+    $('transcript').append(item);
+  }
+  return item;
+}
+
+function applyLive(e) {
+  if (current.messages[e.index]) return; // already stored
+  if (e.kind === 'text') liveItem(e.index).querySelector('pre').append(e.text);
+  else if (e.kind === 'toolCall') liveItem(e.index).querySelector('ul.calls').append(el('li', {}, `→ ${e.toolCall.name} ${JSON.stringify(e.toolCall.arguments)}`));
+  else if (e.kind === 'end' && e.failed) {
+    const item = $('transcript').querySelector(`li.live[data-index="${e.index}"]`);
+    if (item) {
+      item.classList.add('failed');
+      item.querySelector('.badge').textContent = 'failed: not kept';
+    }
+  }
+  $('transcript').lastElementChild?.scrollIntoView({ block: 'nearest' });
+}
+
+const usd = (n) => `$${n < 0.01 ? n.toFixed(4) : n.toFixed(2)}`;
+
+// The session's model calls: one row per provider request, totals in the summary.
+async function showCalls(id) {
+  let answer;
+  try {
+    answer = await operation({ operation: 'list_agent_model_calls', session_id: id });
+  } catch {
+    return;
+  }
+  if (current.id !== id) return;
+  const t = answer.totals;
+  $('calls-summary').textContent = `Model calls: ${t.requests} request${t.requests === 1 ? '' : 's'} · ${t.inputTokens.toLocaleString('en-US')} in / ${t.outputTokens.toLocaleString('en-US')} out tokens · ${usd(t.costUsd)}`;
+  $('calls').hidden = false;
+  $('calls').querySelector('tbody').replaceChildren(
+    ...answer.calls.map((c) =>
+      el(
+        'tr',
+        { class: c.errorClass ? 'failed' : '' },
+        el('td', {}, new Date(c.at).toLocaleTimeString()),
+        el('td', {}, `${c.provider} · ${c.host}`),
+        el('td', {}, c.model),
+        el('td', { class: 'num' }, bytes(c.requestBytes)),
+        el('td', { class: 'num' }, c.inputTokens ?? '–'),
+        el('td', { class: 'num' }, c.outputTokens ?? '–'),
+        el('td', { class: 'num' }, `${c.latencyMs} ms`),
+        el('td', {}, c.status ?? 'none'),
+        el('td', {}, c.errorClass ?? ''),
+        el('td', { class: 'num' }, c.costUsd === null ? '–' : usd(c.costUsd))
+      )
+    )
+  );
+}
+
 function select(id) {
   current.feed?.close();
   current = { id, session: null, messages: [], feed: null };
   $('transcript').replaceChildren();
+  $('calls').hidden = true;
+  $('calls-summary').textContent = '';
   notice(null);
   location.hash = id ? `session=${encodeURIComponent(id)}` : '';
   renderHead();
@@ -165,6 +230,7 @@ function select(id) {
     $('transcript').replaceChildren();
   };
   feed.addEventListener('session', (e) => applyDelta(JSON.parse(e.data)));
+  feed.addEventListener('live', (e) => applyLive(JSON.parse(e.data)));
   feed.addEventListener('deleted', () => notice('This session was deleted.'));
   current.feed = feed;
 }

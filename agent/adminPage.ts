@@ -25,6 +25,8 @@ export interface AdminDeps {
   operations: Operations;
   store: SessionStore;
   table(): SubscribableTable;
+  /** Where streaming model calls publish their text (AgentLiveText); absent, followers see only stored messages. */
+  liveTable?(): SubscribableTable;
   /** The folder holding index.html, app.js and style.css. */
   pageDir: string;
   log(message: string): void;
@@ -85,7 +87,7 @@ export function adminListener(deps: AdminDeps) {
       const id = follow[1]!;
       if (!(await deps.store.get(id))) throw new HttpError(404, `session ${JSON.stringify(id)} not found`);
       const from = Math.max(0, Math.floor(Number(url.searchParams.get('from')) || 0));
-      return eventResponse(followSession(deps.table(), deps.store, id, from));
+      return eventResponse(followSession(deps.table(), deps.store, id, from, deps.liveTable?.()));
     }
     const file = page.get(rest);
     if (file === undefined) throw new HttpError(404, `${url.pathname} is not part of the agent admin page`);

@@ -2,7 +2,7 @@
 // every worker thread and node; every transcript write also writes the row) turned into server-sent events that
 // carry only what changed since the follower's last event.
 import { Readable } from 'node:stream';
-import type { Message } from '../resources/models/types.js';
+import type { Message, StreamEvent, ToolCall } from '../resources/models/types.js';
 import { messageBytes, sessionSummary, toHeader, type Session, type SessionStore } from './session.js';
 
 /** A transcript message as followers get it: its place, its size, and whether (and why) it was cut. */
@@ -65,6 +65,75 @@ export class TranscriptCursor {
     if (messages.length === 0 && header === this.lastHeader) return null;
     this.lastHeader = header;
     return { session, messages };
+  }
+}
+
+/**
+ * What a streaming model call shows followers before its message is stored: text as the model writes it, each tool
+ * call once whole, and the end (a failed call's partial text is dropped: the message it was becoming never comes).
+ * `index` is the transcript position the message will take; `call` tells one model call's pieces from another's.
+ */
+export type LiveEvent =
+  | { kind: 'text'; call: string; index: number; text: string }
+  | { kind: 'toolCall'; call: string; index: number; toolCall: ToolCall }
+  | { kind: 'end'; call: string; index: number; failed: boolean };
+
+/** How often streamed text is published: each publish is a write to Harper's audit log, so pieces are gathered. */
+export const LIVE_TEXT_EVERY_MS = 100;
+
+/**
+ * Publishes one model call's stream to its session's followers through `publish` (Harper's table publish, which
+ * reaches subscribers on every worker thread): text gathered for up to LIVE_TEXT_EVERY_MS, a tool call at once (after
+ * the text before it), then the end. Nothing of it is stored in the transcript.
+ */
+export class LiveWriter {
+  private pending = '';
+  private timer: NodeJS.Timeout | undefined;
+  private closed = false;
+
+  constructor(
+    private readonly publish: (event: LiveEvent) => void,
+    private readonly call: string,
+    private readonly index: number
+  ) {}
+
+  readonly onEvent = (event: StreamEvent): void => {
+    if (this.closed) return;
+    if (event.type === 'text') {
+      this.pending += event.text;
+      this.timer ??= setTimeout(() => this.flush(), LIVE_TEXT_EVERY_MS);
+      return;
+    }
+    this.flush();
+    this.send({ kind: 'toolCall', call: this.call, index: this.index, toolCall: event.call });
+  };
+
+  private flush(): void {
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    if (!this.pending) return;
+    const text = this.pending;
+    this.pending = '';
+    this.send({ kind: 'text', call: this.call, index: this.index, text });
+  }
+
+  private send(event: LiveEvent): void {
+    try {
+      this.publish(event);
+    } catch {
+      // A follower's view is not worth failing a run over.
+    }
+  }
+
+  /** The call is over: a failed one's gathered text is dropped, a finished one's is sent before the end. */
+  close(failed: boolean): void {
+    if (this.closed) return;
+    if (failed) {
+      clearTimeout(this.timer);
+      this.pending = '';
+    } else this.flush();
+    this.closed = true;
+    this.send({ kind: 'end', call: this.call, index: this.index, failed });
   }
 }
 
@@ -158,9 +227,14 @@ export function eventStream(open: (send: (event: string, data: unknown) => void)
  * One session, live: a `session` event with its header and messages from `from` on, then one for each write that
  * changed what a follower sees. Subscribes before reading, so no write falls between the read and the first event.
  */
-export function followSession(table: SubscribableTable, store: SessionStore, id: string, from: number): Readable {
+export function followSession(table: SubscribableTable, store: SessionStore, id: string, from: number, live?: SubscribableTable): Readable {
   return eventStream(async (send) => {
     const cursor = new TranscriptCursor(from);
+    // A streaming call's pieces, as `live` events (published, never stored: see LiveWriter).
+    const liveQueue = await live?.subscribe({ id, omitCurrent: true });
+    liveQueue?.on('data', (event) => {
+      if (event.value && typeof event.value === 'object') send('live', event.value);
+    });
     const queue = await table.subscribe({ id, omitCurrent: true });
     const show = (s: Session | undefined) => {
       const delta = s && cursor.delta(s);
@@ -175,7 +249,10 @@ export function followSession(table: SubscribableTable, store: SessionStore, id:
       else void refresh();
     });
     await refresh();
-    return () => queue.emit('close');
+    return () => {
+      queue.emit('close');
+      liveQueue?.emit('close');
+    };
   });
 }
 

@@ -4,9 +4,9 @@
 import { realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { messageView, type MessageView } from '../agent/sessionFeed.js';
+import { messageView, type LiveEvent, type MessageView } from '../agent/sessionFeed.js';
 import { AgentClient, CliError, connectionFrom, EXIT } from './client.js';
-import { approvalLines, configLines, Progress, runLines, sessionsTable, transcript, type ApprovalView } from './render.js';
+import { approvalLines, callsTable, configLines, Progress, runLines, sessionsTable, transcript, type ApprovalView } from './render.js';
 
 const HELP = `harper-agent: talk to the Harper Agent on a Harper instance
 
@@ -67,6 +67,8 @@ interface RunResult {
   session_id: string;
   status: string;
   answer: string | null;
+  /** The answer was printed as the model wrote it (a streamed call): not printed again at the end. */
+  answerShown?: boolean;
   lastError: string | null;
   messages: MessageView[];
   pendingApprovals: ApprovalView[];
@@ -81,6 +83,16 @@ async function follow(client: AgentClient, id: string, from: number, io: Io, jso
   const progress = new Progress(json ? { write: () => undefined } : io.stderr);
   const seen = new Map<number, MessageView>();
   const result: RunResult = { session_id: id, status: 'running', answer: null, lastError: null, messages: [], pendingApprovals: [] };
+  // A streaming call's text is printed as it comes; `writing` is the call being printed, `shown` the messages whose
+  // text was printed that way (their stored copy then prints only its tool calls).
+  let writing: { call: string; index: number } | undefined;
+  const shown = new Set<number>();
+  const endLine = () => {
+    if (!writing) return;
+    io.stdout.write('\n');
+    writing = undefined;
+    progress.resume();
+  };
   try {
     for (let attempt = 0; ; attempt++) {
       const stop = new AbortController();
@@ -88,13 +100,34 @@ async function follow(client: AgentClient, id: string, from: number, io: Io, jso
       try {
         for await (const { event, data } of client.events(id, from, stop.signal)) {
           if (event === 'deleted') throw new CliError(EXIT.notFound, `session ${id} was deleted while it ran`);
+          if (event === 'live') {
+            const e = data as LiveEvent;
+            if (json || e.index < from || seen.has(e.index)) continue;
+            if (e.kind === 'text') {
+              if (writing?.call !== e.call) {
+                endLine();
+                progress.suspend();
+                writing = { call: e.call, index: e.index };
+              }
+              io.stdout.write(e.text);
+              shown.add(e.index);
+            } else if (e.kind === 'end' && writing?.call === e.call) {
+              endLine();
+              if (e.failed) {
+                shown.delete(e.index);
+                io.stdout.write('  ✗ the model call failed mid-answer: the text above was not kept\n');
+              }
+            }
+            continue;
+          }
           if (event !== 'session') continue;
           const lines: string[] = [];
           for (const m of data.messages as MessageView[]) {
             const before = seen.get(m.index);
             if (before && before.bytes === m.bytes && before.cut === m.cut) continue; // sent again after a reconnect
             seen.set(m.index, m);
-            lines.push(...runLines(m, before !== undefined));
+            if (writing?.index === m.index) endLine();
+            lines.push(...runLines(m, before !== undefined, shown.has(m.index)));
           }
           if (!json) progress.print(lines, io.stdout);
           const s = data.session;
@@ -111,11 +144,13 @@ async function follow(client: AgentClient, id: string, from: number, io: Io, jso
       await new Promise((resolve) => setTimeout(resolve, RECONNECT_MS));
     }
   } finally {
+    endLine();
     progress.stop();
   }
   result.messages = [...seen.values()].sort((a, b) => a.index - b.index);
   const last = result.messages.at(-1);
   result.answer = last?.role === 'assistant' && !last.toolCalls?.length ? last.content : null;
+  if (result.answer !== null && shown.has(last!.index)) result.answerShown = true;
   return result;
 }
 
@@ -125,7 +160,7 @@ function report(result: RunResult, io: Io, json: boolean): number {
     io.stdout.write(JSON.stringify(result) + '\n');
     return code;
   }
-  if (result.answer !== null) io.stdout.write(`${result.answer}\n`);
+  if (result.answer !== null && !result.answerShown) io.stdout.write(`${result.answer}\n`);
   if (result.status === 'awaiting_approval') for (const p of result.pendingApprovals) io.stdout.write(approvalLines(result.session_id, p).join('\n') + '\n');
   if (result.status === 'error' || result.status === 'aborted') io.stderr.write(`✗ ${result.status}: ${result.lastError ?? 'no reason recorded'}\n`);
   if (result.status === 'running') io.stderr.write(`the event stream ended while session ${result.session_id} was still running: \`harper-agent show ${result.session_id}\`\n`);
@@ -197,7 +232,8 @@ export async function run(argv: string[], io: Io): Promise<number> {
       needs(args, 1, 'show ID [--full]');
       const s = await client.op({ operation: 'get_agent_session', session_id: args[0] });
       const messages = (s.messages as Parameters<typeof messageView>[0][]).map(messageView);
-      print(transcript(s, messages, flags.full === true), { ...s, messages });
+      const calls = await client.op({ operation: 'list_agent_model_calls', session_id: args[0] });
+      print(`${transcript(s, messages, flags.full === true)}\n${callsTable(calls.calls, calls.totals)}`, { ...s, messages, modelCalls: calls });
       return EXIT.ok;
     }
     case 'cancel': {

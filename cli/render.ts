@@ -23,12 +23,13 @@ export function resultLine(m: MessageView): string {
   return `  ← ${m.name} ${formatBytes(m.bytes)}${marks(m)}${m.isError ? `: ${clip(m.content, 160)}` : ''}`;
 }
 
-/** Lines for a message of a run being followed; `changed` is an earlier message rewritten in place. */
-export function runLines(m: MessageView, changed: boolean): string[] {
+/** Lines for a message of a run being followed; `changed` is an earlier message rewritten in place; `streamed`: its
+ * text was printed as the model wrote it, so only its tool calls are left to print. */
+export function runLines(m: MessageView, changed: boolean, streamed = false): string[] {
   if (changed) return m.role === 'tool' && m.cut === 'context' ? [`  ✂ #${m.index} ${m.name} cut to ${formatBytes(m.bytes)} after a context-window rejection`] : [];
   if (m.role === 'tool') return [resultLine(m)];
   if (m.role === 'assistant' && m.toolCalls?.length) {
-    const lines = m.content.trim() ? [`  · ${clip(m.content, 200)}`] : [];
+    const lines = m.content.trim() && !streamed ? [`  · ${clip(m.content, 200)}`] : [];
     return lines.concat(m.toolCalls.map((c) => `  → ${c.name} ${clip(JSON.stringify(c.arguments), 160)}`));
   }
   return [];
@@ -83,14 +84,27 @@ export class Progress {
     return `${SPINNER[this.frame % SPINNER.length]} ${this.text} · ${seconds} s`;
   }
 
+  private suspended = false;
+
+  /** Streamed text is being written on its line: the progress line keeps off it until `resume`. */
+  suspend() {
+    this.clear();
+    this.suspended = true;
+  }
+
+  resume() {
+    this.suspended = false;
+    this.draw();
+  }
+
   private draw() {
-    if (!this.enabled || !this.text) return;
+    if (!this.enabled || !this.text || this.suspended) return;
     this.frame++;
     this.out.write(`\r\x1b[K${this.line()}`);
   }
 
   private clear() {
-    if (this.enabled && this.text) this.out.write('\r\x1b[K');
+    if (this.enabled && this.text && !this.suspended) this.out.write('\r\x1b[K');
   }
 
   stop() {
@@ -163,4 +177,28 @@ export function configLines(answer: Record<string, unknown>): string {
     lines.push(`stored in agent.AgentSetting: ${stored.join(', ')}`);
   }
   return lines.join('\n');
+}
+
+export interface CallView {
+  at: number;
+  host: string;
+  model: string;
+  requestBytes: number;
+  status: number | null;
+  inputTokens: number | null;
+  outputTokens: number | null;
+  latencyMs: number;
+  errorClass: string | null;
+  costUsd: number | null;
+}
+
+export const usd = (n: number) => `$${n < 0.01 ? n.toFixed(4) : n.toFixed(2)}`;
+
+/** `show`: the session's model calls, one row per provider request, then the totals. */
+export function callsTable(calls: CallView[], t: { requests: number; inputTokens: number; outputTokens: number; costUsd: number; latencyMs: number }): string {
+  if (calls.length === 0) return 'model calls: none sent to a provider';
+  const n = (v: number | null) => (v === null ? '–' : v.toLocaleString('en-US'));
+  const rows = calls.map((c) => [time(c.at), c.host, c.model, n(c.requestBytes), n(c.inputTokens), n(c.outputTokens), `${n(c.latencyMs)} ms`, c.status === null ? 'none' : String(c.status), c.errorClass ?? '', c.costUsd === null ? '–' : usd(c.costUsd)]);
+  const summary = `model calls: ${t.requests} request(s) · ${n(t.inputTokens)} input / ${n(t.outputTokens)} output tokens · ${n(t.latencyMs)} ms · ${usd(t.costUsd)}`;
+  return `${summary}\n${table(['AT (UTC)', 'HOST', 'MODEL', 'REQ BYTES', 'IN', 'OUT', 'LATENCY', 'STATUS', 'ERROR', 'COST'], rows, new Set([3, 4, 5, 6, 9]))}`;
 }
