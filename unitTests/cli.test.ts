@@ -3,7 +3,7 @@ import { expect } from 'chai';
 import { CONFIG_KEYS } from '../agent/agent.js';
 import { CliError, connectionFrom, EXIT, httpFailure, parseEvent } from '../cli/client.js';
 import { main, parseAssignments } from '../cli/main.js';
-import { configLines, Progress, resultLine, runLines, sessionsTable } from '../cli/render.js';
+import { callsTable, configLines, Progress, resultLine, runLines, sessionsTable } from '../cli/render.js';
 
 describe('CLI', () => {
   it('takes the connection from flags, then env, then the URL; credentials never stay in the URL', () => {
@@ -68,6 +68,26 @@ describe('CLI', () => {
     expect(runLines({ ...base, bytes: 2048, cut: 'context' }, true)).to.deep.equal(['  ✂ #4 read_file cut to 2,048 bytes after a context-window rejection']);
     expect(runLines({ index: 1, role: 'assistant', content: 'Looking.', bytes: 9, toolCalls: [{ id: 'c', name: 'tail_file', arguments: { lines: 5 } }] }, false)).to.deep.equal(['  · Looking.', '  → tail_file {"lines":5}']);
     expect(runLines({ index: 1, role: 'assistant', content: 'final', bytes: 5 }, false)).to.deep.equal([]);
+    // Its text was printed as it streamed: only the tool calls are left.
+    expect(runLines({ index: 1, role: 'assistant', content: 'Looking.', bytes: 9, toolCalls: [{ id: 'c', name: 'tail_file', arguments: { lines: 5 } }] }, false, true)).to.deep.equal(['  → tail_file {"lines":5}']);
+  });
+
+  it('shows a session\'s model calls, one row per request, with the totals', () => {
+    const call = { host: 'api.openai.com', model: 'gpt-4.1-mini', requestBytes: 15030, latencyMs: 812 };
+    const lines = callsTable(
+      [
+        { ...call, at: Date.UTC(2026, 11, 4, 4, 0, 0), status: 429, inputTokens: null, outputTokens: null, errorClass: 'rate_limit', costUsd: 0 },
+        { ...call, at: Date.UTC(2026, 11, 4, 4, 0, 1), status: 200, inputTokens: 3758, outputTokens: 210, errorClass: null, costUsd: 0.0018392 },
+      ],
+      { requests: 2, inputTokens: 3758, outputTokens: 210, costUsd: 0.0018392, latencyMs: 1624 }
+    ).split('\n');
+    expect(lines).to.deep.equal([
+      'model calls: 2 request(s) · 3,758 input / 210 output tokens · 1,624 ms · $0.0018',
+      'AT (UTC)             HOST            MODEL         REQ BYTES     IN  OUT  LATENCY  STATUS  ERROR       COST',
+      '2026-12-04 04:00:00  api.openai.com  gpt-4.1-mini     15,030      –    –   812 ms  429     rate_limit  $0.0000',
+      '2026-12-04 04:00:01  api.openai.com  gpt-4.1-mini     15,030  3,758  210   812 ms  200                 $0.0018',
+    ]);
+    expect(callsTable([], { requests: 0, inputTokens: 0, outputTokens: 0, costUsd: 0, latencyMs: 0 })).to.equal('model calls: none sent to a provider');
   });
 
   it('lists sessions in aligned columns, numbers right-aligned', () => {
@@ -91,6 +111,13 @@ describe('CLI', () => {
     tty.print(['  ← read_file 10 bytes'], { write: (s: string) => out.push(s) });
     expect(written.at(-2)).to.equal('\r\x1b[K');
     expect(out).to.deep.equal(['  ← read_file 10 bytes\n']);
+    // While streamed text is written on the line, the progress line stays off it.
+    tty.suspend();
+    const drawn = written.length;
+    tty.update('running', 4, 45200);
+    expect(written.length).to.equal(drawn);
+    tty.resume();
+    expect(written.at(-1)).to.match(/^\r\x1b\[K.* running · 4 messages · 45,200 bytes/);
     tty.stop();
     expect(written.at(-1)).to.equal('\r\x1b[K');
     const pipe: string[] = [];

@@ -45,6 +45,17 @@ describe('agent config', () => {
     expect(cliAgentFlags(['--AGENT_A', '1', '--other', '--AGENT_B=two'])).to.deep.equal({ A: '1', B: 'two' });
   });
 
+  it('spending keys: agent.prices from env as JSON, dollar limits as numbers; streaming on by default', () => {
+    const warnings: string[] = [];
+    const c = loadAgentConfig({ maxCostUsd: '0.5' }, { AGENT_PRICES: '{"llama3.1:8b":{"inputPerMTokens":0,"outputPerMTokens":0}}', AGENT_MAXSESSIONCOSTUSD: 'lots' }, [], (w) => warnings.push(w));
+    expect(c).to.include({ stream: true, maxCostUsd: 0.5 });
+    expect(c.prices).to.deep.equal({ 'llama3.1:8b': { inputPerMTokens: 0, outputPerMTokens: 0 } });
+    expect(c.maxSessionCostUsd).to.equal(undefined);
+    expect(warnings).to.deep.equal(['harper-agent: invalid agent.maxSessionCostUsd "lots" from env AGENT_MAXSESSIONCOSTUSD (agent.maxSessionCostUsd must be a number from 0 to 1000000); using unset (the default)']);
+    const bad = checkConfigChange({ maxCostUsd: -1, prices: { m: { inputPerMTokens: 1 } } });
+    expect(!bad.ok && bad.problems).to.deep.equal(['agent.maxCostUsd must be a number from 0 to 1000000', "agent.prices must have required property 'outputPerMTokens'"]);
+  });
+
   describe('set_agent_config changes', () => {
     for (const bad of [1023, 1048577, 'abc', 1.5, '2048']) {
       it(`rejects maxToolResultBytes ${JSON.stringify(bad)} naming the bounds`, () => {

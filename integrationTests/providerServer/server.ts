@@ -5,6 +5,8 @@
 // context-window rejection.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { EventStreamCodec } from '@smithy/core/event-streams';
+import { fromUtf8, toUtf8 } from '@smithy/util-utf8';
 
 export type Provider = 'openai' | 'anthropic' | 'bedrock' | 'ollama';
 
@@ -41,7 +43,12 @@ export type Turn =
   | { contextError: true }
   | { reset: true }
   | { hang: true }
-  | { malformed: true };
+  | { malformed: true }
+  /** Streamed: this text, then the connection drops. Not streamed (its twin): the connection drops (a reset). */
+  | { cutAfter: string }
+  /** Streamed: this text, then the provider's context-window rejection as an error event inside the stream.
+   * Not streamed (its twin): the rejection as the response. */
+  | { overflowAfter: string };
 
 export type Responder = (request: NeutralRequest) => Turn;
 
@@ -53,6 +60,10 @@ export interface Recorded {
   neutral: NeutralRequest;
   rejected: boolean;
   status: number;
+  /** Asked for a stream (and answered with one, unless it was an error response). */
+  streamed: boolean;
+  /** The tokens the answer reported (a complete answer only). */
+  usage?: { input: number; output: number };
 }
 
 /** The real context-window envelopes, per provider. */
@@ -174,12 +185,18 @@ function decodeBedrock(body: any, model: string): Omit<NeutralRequest, 'bytes' |
 let counter = 0;
 const id = (prefix: string) => `${prefix}_${Date.now().toString(36)}${(counter++).toString(36)}`;
 
-function encode(provider: Provider, model: string, turn: Turn, inputTokens: number): unknown {
+/** The tokens a turn's answer reports: as scripted, else a quarter of the request's bytes in and of the text out. */
+export function turnUsage(turn: Turn, requestBytes: number): { input: number; output: number } {
+  if ('usage' in turn && turn.usage) return turn.usage;
+  const text = 'text' in turn && typeof turn.text === 'string' ? turn.text : '';
+  return { input: Math.ceil(requestBytes / 4), output: Math.ceil(text.length / 4) + ('toolCalls' in turn ? turn.toolCalls.length * 10 : 0) };
+}
+
+function encode(provider: Provider, model: string, turn: Turn, requestBytes: number): unknown {
   const text = 'text' in turn && typeof turn.text === 'string' ? turn.text : '';
   const calls = 'toolCalls' in turn ? turn.toolCalls.map((c) => ({ ...c, id: id('call') })) : [];
   const finish = 'finish' in turn ? turn.finish : calls.length ? 'tool_calls' : 'stop';
-  const outputTokens = 'usage' in turn && turn.usage ? turn.usage.output : Math.ceil(text.length / 4) + calls.length * 10;
-  const input = 'usage' in turn && turn.usage ? turn.usage.input : inputTokens;
+  const { input, output: outputTokens } = turnUsage(turn, requestBytes);
   if (provider === 'openai') {
     return {
       id: id('chatcmpl'),
@@ -287,6 +304,7 @@ export class ProviderServer {
     this.delayMs = 0;
     this.discovery = undefined;
     this.discoveries.length = 0;
+    this.streamHolds = [];
   }
 
   private async handle(req: IncomingMessage, res: ServerResponse) {
@@ -305,9 +323,9 @@ export class ProviderServer {
     let model = '';
     if (/\/chat\/completions$/.test(url)) provider = 'openai';
     else if (/\/v1\/messages$/.test(url)) provider = 'anthropic';
-    else if (/^\/model\/([^/]+)\/converse$/.test(url)) {
+    else if (/^\/model\/([^/]+)\/converse(-stream)?$/.test(url)) {
       provider = 'bedrock';
-      model = decodeURIComponent(/^\/model\/([^/]+)\/converse$/.exec(url)![1]!);
+      model = decodeURIComponent(/^\/model\/([^/]+)\/converse(-stream)?$/.exec(url)![1]!);
     } else if (url === '/api/chat') provider = 'ollama';
     else {
       res.writeHead(404, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { message: `no route ${url}` } }));
@@ -316,7 +334,8 @@ export class ProviderServer {
     const body = JSON.parse(raw.toString('utf8'));
     const decoded = provider === 'openai' ? decodeOpenAI(body) : provider === 'anthropic' ? decodeAnthropic(body) : provider === 'ollama' ? decodeOllama(body) : decodeBedrock(body, model);
     const neutral: NeutralRequest = { provider, bytes: raw.length, ...decoded };
-    const record: Recorded = { provider, path: url, bytes: raw.length, body, neutral, rejected: false, status: 200 };
+    const streamed = provider === 'bedrock' ? url.endsWith('/converse-stream') : body.stream === true;
+    const record: Recorded = { provider, path: url, bytes: raw.length, body, neutral, rejected: false, status: 200, streamed };
     this.requests.push(record);
     if (this.byteLimitOverFirst !== undefined && this.requests.length === 1) this.byteLimit = raw.length + this.byteLimitOverFirst;
     const send = (status: number, payload: unknown, headers: Record<string, string> = {}) => {
@@ -343,9 +362,182 @@ export class ProviderServer {
     if ('hang' in turn) return; // never answers; the client's timeout ends it
     if ('malformed' in turn) {
       record.status = 200;
-      res.writeHead(200, { 'content-type': 'application/json' }).end('{"choices": [ this is not json');
+      if (streamed) res.writeHead(200, { 'content-type': 'text/event-stream' }).end('data: {"choices": [ this is not json\n\n');
+      else res.writeHead(200, { 'content-type': 'application/json' }).end('{"choices": [ this is not json');
       return;
     }
-    send(200, encode(provider, decoded.model, turn, Math.ceil(raw.length / 4)));
+    if (!streamed) {
+      if ('cutAfter' in turn) {
+        req.socket.destroy();
+        return;
+      }
+      if ('overflowAfter' in turn) {
+        record.rejected = true;
+        const e = (this.contextError ?? contextWindowError)(provider, raw.length);
+        return send(e.status, e.body, e.headers);
+      }
+      record.usage = turnUsage(turn, raw.length);
+      return send(200, encode(provider, decoded.model, turn, raw.length));
+    }
+    await this.stream(provider, decoded.model, turn, raw.length, record, req, res);
   }
+
+  /** The next stream with text is held after its first piece until the first of these settles, after its second
+   * until the second does, and so on (a test looks at what followers show meanwhile). */
+  streamHolds: Promise<void>[] = [];
+  /** Set while a stream is held: the text sent so far. */
+  held?: string;
+
+  /** A turn as the provider streams it: text a word at a time, each tool call, the finish and the usage. */
+  private async stream(provider: Provider, model: string, turn: Turn, bytes: number, record: Recorded, req: IncomingMessage, res: ServerResponse) {
+    const wire = streamWire(provider, model, Math.ceil(bytes / 4));
+    res.writeHead(200, { 'content-type': wire.contentType, ...(provider === 'anthropic' ? { 'request-id': id('req') } : {}) });
+    for (const frame of wire.start()) res.write(frame);
+    const text = 'cutAfter' in turn ? turn.cutAfter : 'overflowAfter' in turn ? turn.overflowAfter : 'text' in turn && typeof turn.text === 'string' ? turn.text : '';
+    const pieces = text.split(/(?<=\s)/).filter(Boolean);
+    let sent = '';
+    for (const [i, piece] of pieces.entries()) {
+      for (const frame of wire.text(piece)) res.write(frame);
+      sent += piece;
+      const hold = this.streamHolds.shift();
+      if (hold) {
+        this.held = sent;
+        await hold;
+        this.held = undefined;
+      }
+    }
+    if ('cutAfter' in turn) {
+      // Let the text reach the client, then drop the connection with the answer unfinished.
+      await new Promise((r) => setTimeout(r, 50));
+      req.socket.destroy();
+      return;
+    }
+    if ('overflowAfter' in turn) {
+      record.rejected = true;
+      for (const frame of wire.error(this.contextError ?? contextWindowError, bytes)) res.write(frame);
+      res.end();
+      return;
+    }
+    const calls = 'toolCalls' in turn ? turn.toolCalls.map((c) => ({ ...c, id: id('call') })) : [];
+    for (const [i, c] of calls.entries()) for (const frame of wire.toolCall(i + (text ? 1 : 0), c.id, c.name, typeof c.arguments === 'string' ? c.arguments : JSON.stringify(c.arguments))) res.write(frame);
+    const finish = 'finish' in turn ? turn.finish : calls.length ? 'tool_calls' : 'stop';
+    record.usage = turnUsage(turn, bytes);
+    for (const frame of wire.end(finish, record.usage.input, record.usage.output)) res.write(frame);
+    res.end();
+  }
+}
+
+/** How each provider frames a stream: SSE (OpenAI, Anthropic), JSON lines (Ollama), AWS event stream (Bedrock). */
+function streamWire(provider: Provider, model: string, inputTokens: number) {
+  const sse = (data: unknown, event?: string) => `${event ? `event: ${event}\n` : ''}data: ${JSON.stringify(data)}\n\n`;
+  if (provider === 'openai') {
+    const chunkId = id('chatcmpl');
+    const chunk = (delta: unknown, finish: string | null = null) => sse({ id: chunkId, object: 'chat.completion.chunk', created: Math.floor(Date.now() / 1000), model, choices: [{ index: 0, delta, finish_reason: finish, logprobs: null }] });
+    let calls = 0;
+    return {
+      contentType: 'text/event-stream',
+      start: () => [chunk({ role: 'assistant', content: '', refusal: null })],
+      text: (t: string) => [chunk({ content: t })],
+      toolCall: (_i: number, callId: string, name: string, args: string) => {
+        const index = calls++;
+        return [chunk({ tool_calls: [{ index, id: callId, type: 'function', function: { name, arguments: '' } }] }), chunk({ tool_calls: [{ index, function: { arguments: args } }] })];
+      },
+      end: (finish: string, input: number, output: number) => [
+        chunk({}, finish),
+        sse({ id: chunkId, object: 'chat.completion.chunk', created: Math.floor(Date.now() / 1000), model, choices: [], usage: { prompt_tokens: input, completion_tokens: output, total_tokens: input + output } }),
+        'data: [DONE]\n\n',
+      ],
+      // vLLM and LiteLLM send an error met mid-stream as a data line holding `error` (the OpenAI SDK throws it).
+      error: (envelope: typeof contextWindowError, bytes: number) => [sse((envelope('openai', bytes).body as { error: unknown }))],
+    };
+  }
+  if (provider === 'anthropic') {
+    let block = -1;
+    let textOpen = false;
+    const closeText = () => (textOpen ? ((textOpen = false), [sse({ type: 'content_block_stop', index: block }, 'content_block_stop')]) : []);
+    return {
+      contentType: 'text/event-stream',
+      start: () => [sse({ type: 'message_start', message: { id: id('msg'), type: 'message', role: 'assistant', model, content: [], stop_reason: null, stop_sequence: null, usage: { input_tokens: inputTokens, output_tokens: 1 } } }, 'message_start')],
+      text: (t: string) => {
+        const open = textOpen ? [] : ((textOpen = true), block++, [sse({ type: 'content_block_start', index: block, content_block: { type: 'text', text: '' } }, 'content_block_start')]);
+        return [...open, sse({ type: 'content_block_delta', index: block, delta: { type: 'text_delta', text: t } }, 'content_block_delta')];
+      },
+      toolCall: (_i: number, callId: string, name: string, args: string) => {
+        const before = closeText();
+        block++;
+        return [
+          ...before,
+          sse({ type: 'content_block_start', index: block, content_block: { type: 'tool_use', id: callId, name, input: {} } }, 'content_block_start'),
+          sse({ type: 'content_block_delta', index: block, delta: { type: 'input_json_delta', partial_json: args } }, 'content_block_delta'),
+          sse({ type: 'content_block_stop', index: block }, 'content_block_stop'),
+        ];
+      },
+      end: (finish: string, _input: number, output: number) => [
+        ...closeText(),
+        sse({ type: 'message_delta', delta: { stop_reason: finish === 'length' ? 'max_tokens' : finish === 'content_filter' ? 'refusal' : finish === 'tool_calls' ? 'tool_use' : 'end_turn', stop_sequence: null }, usage: { output_tokens: output } }, 'message_delta'),
+        sse({ type: 'message_stop' }, 'message_stop'),
+      ],
+      // Anthropic's own mid-stream error: an `error` event with the error envelope.
+      error: (envelope: typeof contextWindowError, bytes: number) => [sse(envelope('anthropic', bytes).body, 'error')],
+    };
+  }
+  if (provider === 'ollama') {
+    const line = (message: unknown, done = false, extra: Record<string, unknown> = {}) => JSON.stringify({ model, created_at: new Date().toISOString(), message, done, ...extra }) + '\n';
+    return {
+      contentType: 'application/x-ndjson',
+      start: () => [],
+      text: (t: string) => [line({ role: 'assistant', content: t })],
+      toolCall: (_i: number, _id: string, name: string, args: string) => [line({ role: 'assistant', content: '', tool_calls: [{ function: { name, arguments: JSON.parse(args) } }] })],
+      end: (finish: string, input: number, output: number) => [
+        line({ role: 'assistant', content: '' }, true, { done_reason: finish === 'length' ? 'length' : 'stop', total_duration: 1_000_000, load_duration: 1000, prompt_eval_count: input, prompt_eval_duration: 1000, eval_count: output, eval_duration: 1000 }),
+      ],
+      // Ollama reports an error met mid-stream as a line holding `error`.
+      error: (envelope: typeof contextWindowError, bytes: number) => [JSON.stringify(envelope('ollama', bytes).body) + '\n'],
+    };
+  }
+  const codec = new EventStreamCodec(toUtf8, fromUtf8);
+  const frame = (type: string, payload: unknown, exception = false) =>
+    Buffer.from(
+      codec.encode({
+        headers: exception
+          ? { ':message-type': { type: 'string', value: 'exception' }, ':exception-type': { type: 'string', value: type }, ':content-type': { type: 'string', value: 'application/json' } }
+          : { ':message-type': { type: 'string', value: 'event' }, ':event-type': { type: 'string', value: type }, ':content-type': { type: 'string', value: 'application/json' } },
+        body: fromUtf8(JSON.stringify(payload)),
+      })
+    );
+  let block = -1;
+  let textOpen = false;
+  const closeText = () => (textOpen ? ((textOpen = false), [frame('contentBlockStop', { contentBlockIndex: block })]) : []);
+  return {
+    contentType: 'application/vnd.amazon.eventstream',
+    start: () => [frame('messageStart', { role: 'assistant' })],
+    text: (t: string) => {
+      if (!textOpen) {
+        textOpen = true;
+        block++;
+      }
+      return [frame('contentBlockDelta', { contentBlockIndex: block, delta: { text: t } })];
+    },
+    toolCall: (_i: number, callId: string, name: string, args: string) => {
+      const before = closeText();
+      block++;
+      return [
+        ...before,
+        frame('contentBlockStart', { contentBlockIndex: block, start: { toolUse: { toolUseId: callId, name } } }),
+        frame('contentBlockDelta', { contentBlockIndex: block, delta: { toolUse: { input: args } } }),
+        frame('contentBlockStop', { contentBlockIndex: block }),
+      ];
+    },
+    end: (finish: string, input: number, output: number) => [
+      ...closeText(),
+      frame('messageStop', { stopReason: finish === 'length' ? 'max_tokens' : finish === 'content_filter' ? 'content_filtered' : finish === 'tool_calls' ? 'tool_use' : 'end_turn' }),
+      frame('metadata', { usage: { inputTokens: input, outputTokens: output, totalTokens: input + output }, metrics: { latencyMs: 1 } }),
+    ],
+    // Bedrock's mid-stream errors are exception messages: a validationException says the input is too long.
+    error: (envelope: typeof contextWindowError, bytes: number) => {
+      const e = envelope('bedrock', bytes);
+      const type = (e.headers?.['x-amzn-errortype'] ?? 'ValidationException:').split(':')[0]!;
+      return [frame(type.charAt(0).toLowerCase() + type.slice(1), e.body, true)];
+    },
+  };
 }
