@@ -138,7 +138,9 @@ function applyDelta(delta) {
   current.session = delta.session;
   const list = $('transcript');
   // Streamed text the stored messages now stand for, or that a failed call left.
-  for (const live of list.querySelectorAll('li.live')) if (delta.messages.some((m) => m.index === Number(live.dataset.index)) || live.classList.contains('failed')) live.remove();
+  // (A run that ended without storing its answer, e.g. cut short at agent.maxTokens, leaves nothing to show either.)
+  const over = delta.session.status !== 'running';
+  for (const live of list.querySelectorAll('li.live')) if (over || live.classList.contains('failed') || delta.messages.some((m) => m.index === Number(live.dataset.index))) live.remove();
   if (delta.messages.length || (ran && delta.session.status !== 'running')) showCalls(delta.session.session_id);
   for (const m of delta.messages) {
     current.messages[m.index] = m;

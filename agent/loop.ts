@@ -9,7 +9,7 @@ import { Models } from '../resources/models/models.js';
 import type { GenerateOutput, Message, ModelBackend, ToolCall, ToolMessage } from '../resources/models/types.js';
 import type { AgentConfig } from './agent.js';
 import { contextBudget, estimateTokens, type ContextLimits, type ModelTarget } from './contextBudget.js';
-import { callRecords, costOf, priceOf, RunMeter, totals, type ModelCallLog } from './modelCalls.js';
+import { callRecords, costOf, priceOf, RunMeter, totals, usd, type ModelCallLog } from './modelCalls.js';
 import { LiveWriter, type LiveEvent } from './sessionFeed.js';
 import { tokenCounter, type TokenCounter } from './tokenCount.js';
 import { RunSupersededError, workingSetCuts, type RunGuard, type Session, type SessionHeader, type SessionStore } from './session.js';
@@ -129,7 +129,7 @@ async function callModel(deps: LoopDeps, session: Session, req: TurnRequest, est
   const input = buildInput(deps, session, req);
   const id = session.session_id;
   const live = req.config.stream && deps.publishLive ? new LiveWriter((event) => deps.publishLive!(id, event), randomUUID(), session.messages.length) : undefined;
-  req.meter.take();
+  req.meter.take(); // only this call's requests are its records
   let out: GenerateOutput | undefined;
   let failure: unknown;
   try {
@@ -165,8 +165,6 @@ async function recordCalls(deps: LoopDeps, session: Session, req: TurnRequest, e
   );
 }
 
-const usd = (n: number) => `$${n < 0.01 ? n.toFixed(4) : n.toFixed(2)}`;
-
 /**
  * The spending limits, before each model call: what the prompt (and the session) has spent, from the model-call log,
  * plus what this call could cost (its estimated input, and agent.maxTokens of output), against agent.maxCostUsd and
@@ -182,13 +180,17 @@ export async function checkSpend(deps: LoopDeps, session: Session, req: TurnRequ
     );
   }
   const next = costOf(priced.price, estimate, req.config.maxTokens);
-  const calls = deps.calls ? await deps.calls.list({ session_id: session.session_id }) : [];
+  const sessionCalls = deps.calls ? await deps.calls.list({ session_id: session.session_id }) : [];
+  // The prompt's calls: those since its message was accepted (an approval resumes the same prompt).
   const promptAt = [...session.messages].reverse().find((m) => m.role === 'user')?.at ?? 0;
-  const limits: [string, number | undefined, number, number, string][] = [
-    ['agent.maxCostUsd', maxCostUsd, totals(calls.filter((c) => c.at >= promptAt)).costUsd, calls.filter((c) => c.at >= promptAt).length, 'This prompt'],
-    ['agent.maxSessionCostUsd', maxSessionCostUsd, totals(calls).costUsd, calls.length, 'This session'],
+  const promptCalls = sessionCalls.filter((c) => c.at >= promptAt);
+  const limits = [
+    { key: 'agent.maxCostUsd', limit: maxCostUsd, calls: promptCalls, what: 'This prompt' },
+    { key: 'agent.maxSessionCostUsd', limit: maxSessionCostUsd, calls: sessionCalls, what: 'This session' },
   ];
-  for (const [key, limit, spent, requests, what] of limits) {
+  for (const { key, limit, calls, what } of limits) {
+    const spent = totals(calls).costUsd;
+    const requests = calls.length;
     if (limit === undefined || spent + next <= limit) continue;
     throw new RunError(
       `${what} has spent ${usd(spent)} in ${requests} model request(s); the next call could cost up to ${usd(next)} (about ${estimate} input tokens and up to agent.maxTokens ${req.config.maxTokens} output tokens at ${priced.source} prices), which would cross ${key} (${usd(limit)}). Nothing more was sent. To go on: raise ${key} (harper-agent config ${key.slice(6)}=<dollars>) and send a new prompt.`

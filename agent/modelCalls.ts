@@ -95,6 +95,9 @@ export function priceOf(config: Pick<AgentConfig, 'prices'>, provider: string, m
   return catalogPrice(provider, model);
 }
 
+/** Dollars as operators read them: cents, or four places under a cent. */
+export const usd = (n: number) => `$${n < 0.01 ? n.toFixed(4) : n.toFixed(2)}`;
+
 export const costOf = (price: Price, inputTokens: number, outputTokens: number) => (inputTokens * price.inputPerMTokens + outputTokens * price.outputPerMTokens) / 1_000_000;
 
 /** How a model call ended, for its last request. */

@@ -1,6 +1,7 @@
 // What the CLI prints: a run's tool calls and result sizes as they happen, a progress line, session tables and
 // transcripts. Pure functions of the feed's data, so the unit tests check the exact lines.
 import { boundsText, CONFIG_KEYS, defaultText } from '../agent/agent.js';
+import { usd } from '../agent/modelCalls.js';
 import type { MessageView } from '../agent/sessionFeed.js';
 
 export const formatBytes = (n: number) => `${n.toLocaleString('en-US')} bytes`;
@@ -191,8 +192,6 @@ export interface CallView {
   errorClass: string | null;
   costUsd: number | null;
 }
-
-export const usd = (n: number) => `$${n < 0.01 ? n.toFixed(4) : n.toFixed(2)}`;
 
 /** `show`: the session's model calls, one row per provider request, then the totals. */
 export function callsTable(calls: CallView[], t: { requests: number; inputTokens: number; outputTokens: number; costUsd: number; latencyMs: number }): string {
