@@ -17,7 +17,7 @@ import { operationsListener } from './http.js';
 import { recoverInterruptedRuns } from './loop.js';
 import { createOperations } from './operations.js';
 import { endEventStreams, type SubscribableTable } from './sessionFeed.js';
-import { SessionStore, type SessionTable } from './session.js';
+import { SessionStore, type SessionTable, type ThreadLock } from './session.js';
 import { createToolRegistry, defaultTools } from './tools/index.js';
 import { operationsAs, type OperationServer } from './tools/harperOps.js';
 import type { Scopes } from './tools/scopes.js';
@@ -63,6 +63,10 @@ const store = new SessionStore({
   sessions: () => sessionTable() as unknown as SessionTable,
   messages: () => databases.agent!.AgentMessage as unknown as SessionTable,
   node,
+  // The session table's LMDB store: its lock table is shared by every worker thread (Harper's tables have no lock of
+  // their own: Table.lock() is "not yet implemented" in 4.7).
+  threadLock: () => threadLockOf(sessionTable()),
+  log: (m) => logger.warn(m),
 });
 const operations = afterReady(createOperations({
   store,
@@ -83,6 +87,13 @@ const operations = afterReady(createOperations({
   cluster,
   log: (m) => logger.warn(m),
 }));
+
+/** lmdb-js's tryLock/unlock on a table's primary store, when this Harper has them. */
+function threadLockOf(table: unknown): ThreadLock | undefined {
+  const primary = (table as { primaryStore?: { tryLock?: (key: string, cb: () => void) => boolean; unlock?: (key: string, version?: number) => unknown } } | undefined)?.primaryStore;
+  if (typeof primary?.tryLock !== 'function' || typeof primary.unlock !== 'function') return undefined;
+  return { tryLock: (key, released) => primary.tryLock!(key, released), unlock: (key) => primary.unlock!(key, undefined) };
+}
 
 /** Every operation (from the operations port or the admin page) waits until the persisted config is in force. */
 function afterReady(ops: ReturnType<typeof createOperations>): ReturnType<typeof createOperations> {

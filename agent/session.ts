@@ -209,6 +209,35 @@ export interface SessionTables {
   messages: () => SessionTable;
   /** This Harper node's name: new sessions belong to it. */
   node?: string;
+  /** A lock every worker thread of this process sees (Harper's LMDB store's), so one thread's change to a session is
+   * never interleaved with another's; absent (unit tests), the lock is this thread's alone. */
+  threadLock?: () => ThreadLock | undefined;
+  log?: (message: string) => void;
+}
+
+/** lmdb-js's lock table (`store.tryLock`/`unlock`), shared by every thread that opened the database. */
+export interface ThreadLock {
+  /** True if taken; else false, and `released` is called once its holder unlocks. */
+  tryLock(key: string, released: () => void): boolean;
+  unlock(key: string): unknown;
+}
+
+/** How long a change waits for another thread's lock before it goes ahead without it (a thread that died holding it
+ * must not stop the session for good); a change holds it for milliseconds. */
+export const THREAD_LOCK_WAIT_MS = 10_000;
+
+/** Takes `key` in `lock`, waiting for its holder; false if it was not free within `waitMs`. */
+export async function takeThreadLock(lock: ThreadLock, key: string, waitMs = THREAD_LOCK_WAIT_MS): Promise<boolean> {
+  const deadline = Date.now() + waitMs;
+  for (;;) {
+    let wake!: () => void;
+    const released = new Promise<void>((resolve) => (wake = resolve));
+    if (lock.tryLock(key, wake)) return true;
+    const left = deadline - Date.now();
+    if (left <= 0) return false;
+    // The release callback, or a short poll in case a release raced the attempt.
+    await Promise.race([released, new Promise((resolve) => setTimeout(resolve, Math.min(left, 50)))]);
+  }
 }
 
 export class SessionStore {
@@ -402,13 +431,28 @@ export class SessionStore {
 
   private withLock<T>(id: string, task: () => Promise<T>): Promise<T> {
     const previous = this.locks.get(id) ?? Promise.resolve();
-    const run = previous.then(task, task);
+    const locked = () => this.acrossThreads(id, task);
+    const run = previous.then(locked, locked);
     const tail = run.catch(() => undefined);
     this.locks.set(id, tail);
     void tail.then(() => {
       if (this.locks.get(id) === tail) this.locks.delete(id);
     });
     return run;
+  }
+
+  /** Runs `task` holding the session's lock across worker threads (after this thread's own turn came). */
+  private async acrossThreads<T>(id: string, task: () => Promise<T>): Promise<T> {
+    const lock = this.tables.threadLock?.();
+    if (!lock) return task();
+    const key = `harper-agent:session:${id}`;
+    const held = await takeThreadLock(lock, key);
+    if (!held) this.tables.log?.(`harper-agent: session ${id}: another thread held its lock over ${THREAD_LOCK_WAIT_MS} ms; writing without it`);
+    try {
+      return await task();
+    } finally {
+      if (held) lock.unlock(key);
+    }
   }
 }
 

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { SessionStore, SHRINK_THRESHOLD_BYTES, RunSupersededError } from '../agent/session.js';
+import { SessionStore, SHRINK_THRESHOLD_BYTES, RunSupersededError, takeThreadLock, type ThreadLock } from '../agent/session.js';
 import type { Message } from '../resources/models/types.js';
 import { memoryStore } from './helpers.js';
 
@@ -26,6 +26,61 @@ describe('SessionStore', () => {
     const back = (await store.get(s.session_id))!;
     expect(back.messages.map((m) => m.content).sort()).to.deep.equal(['from A', 'from B']);
     expect([...messages.rows.keys()].map((k) => k.split('/')[1])).to.deep.equal(['00000000', '00000000']);
+  });
+
+  /** lmdb-js's lock table as two threads share it: taken or not, and a waiter woken on release. */
+  function sharedLock(): ThreadLock & { held: Set<string>; taken: number } {
+    const waiters = new Map<string, (() => void)[]>();
+    const lock = {
+      held: new Set<string>(),
+      taken: 0,
+      tryLock(key: string, released: () => void) {
+        if (lock.held.has(key)) {
+          waiters.set(key, [...(waiters.get(key) ?? []), released]);
+          return false;
+        }
+        lock.held.add(key);
+        lock.taken++;
+        return true;
+      },
+      unlock(key: string) {
+        lock.held.delete(key);
+        for (const wake of waiters.get(key) ?? []) wake();
+        waiters.delete(key);
+      },
+    };
+    return lock;
+  }
+
+  it('with a lock shared across threads, two writers take turns: the second sees the first\'s change (one accepts a prompt, one is refused)', async () => {
+    const { table, messages } = memoryStore(3);
+    const lock = sharedLock();
+    const a = new SessionStore({ sessions: () => table, messages: () => messages, threadLock: () => lock });
+    const b = new SessionStore({ sessions: () => table, messages: () => messages, threadLock: () => lock });
+    const s = await a.create({ user: 'u', provider: 'local', model: null });
+    const accept = (store: SessionStore, text: string) =>
+      store.mutate(s.session_id, (row) => {
+        if (row.status === 'running') throw new Error('409');
+        row.status = 'running';
+        return [{ role: 'user', content: text }];
+      });
+    const results = await Promise.allSettled([accept(a, 'from A'), accept(b, 'from B'), accept(a, 'again A'), accept(b, 'again B')]);
+    expect(results.map((r) => r.status).filter((x) => x === 'fulfilled')).to.have.length(1);
+    const back = (await a.get(s.session_id))!;
+    expect(back.messages).to.have.length(1);
+    expect([...messages.rows.keys()]).to.have.length(1);
+    expect(lock.held.size, 'every lock given back, refused changes too').to.equal(0);
+    expect(lock.taken).to.equal(5); // create, then the four changes, one at a time
+  });
+
+  it('a lock held by a thread that never gives it back is waited for, then gone past', async () => {
+    const lock = sharedLock();
+    lock.tryLock('k', () => undefined);
+    const started = Date.now();
+    expect(await takeThreadLock(lock, 'k', 120)).to.equal(false);
+    expect(Date.now() - started).to.be.within(110, 400);
+    lock.unlock('k');
+    expect(await takeThreadLock(lock, 'k', 120)).to.equal(true);
   });
 
   it('a read between a change\'s message records and its row sees the session before the change, not half of it', async () => {
