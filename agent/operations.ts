@@ -118,7 +118,9 @@ export function createOperations(deps: OperationsDeps): Record<string, Operation
         const budget = await contextBudget(deps.config(), { provider: s.provider, baseUrl: deps.config().baseUrl, model }, deps.limits);
         const counter = await tokenCounter(model);
         const estimatedContextTokens = estimateTokens({ system: systemPrompt(deps.config().systemPromptAppend), tools: deps.tools.specs(), messages: s.messages }, counter);
-        return { ...s, estimatedContextTokens, estimatedWith: counter?.name ?? 'bytes / 3', contextBudget: budget };
+        // What its model calls used and cost so far (list_agent_model_calls has each request).
+        const modelCalls = totals((await deps.calls?.list({ session_id: s.session_id })) ?? []);
+        return { ...s, estimatedContextTokens, estimatedWith: counter?.name ?? 'bytes / 3', contextBudget: budget, modelCalls };
       },
     },
 

@@ -194,6 +194,7 @@ describe('streaming, the model-call log and the spending limit', function () {
     server.reset([READ, { text: ANSWER }]);
     const s = await h.prompt('what is in logs/stream.log?');
     const { calls, totals } = (await h.op({ operation: 'list_agent_model_calls', session_id: s.session_id })).body;
+    expect(s.modelCalls, 'get_agent_session carries the same totals').to.deep.equal(totals);
     const { admin, opsUrl } = h.harper;
     const child = spawn(process.execPath, [CLI, 'show', s.session_id], { env: { PATH: process.env.PATH!, HARPER_AGENT_URL: opsUrl, HARPER_AGENT_USER: admin.username, HARPER_AGENT_PASSWORD: admin.password }, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
