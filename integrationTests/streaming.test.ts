@@ -6,6 +6,7 @@ import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Browser } from 'playwright-core';
 import { REPO } from '../scripts/harper.js';
+import { AgentClient } from '../cli/client.js';
 import { launchBrowser } from './browser.js';
 import type { TestHarper } from './harness.js';
 import type { Provider, Turn } from './providerServer/server.js';
@@ -120,6 +121,42 @@ describe('streaming, the model-call log and the spending limit', function () {
     expect(comparable(streamed.messages)).to.deep.equal(comparable((await h.row(plain.session_id)).messages));
     expect(streamed.messages).to.have.length(4);
   });
+
+  for (const provider of PROVIDERS) {
+    it(`${provider}: the feed carries each tool call as soon as it is complete, while the model call is still open`, async function () {
+      this.timeout(60_000);
+      expect((await h.setConfig({ ...providerSettings(provider, server), stream: true })).status).to.equal(200);
+      let release!: () => void;
+      server.reset([{ text: 'Reading it.', toolCalls: [{ name: 'read_file', arguments: { root: 'logs', path: 'stream.log' } }] }, { text: ANSWER }]);
+      server.streamHolds = [Promise.resolve(), Promise.resolve(), new Promise<void>((r) => (release = r))];
+      const { admin, opsUrl } = h.harper;
+      const client = new AgentClient({ url: opsUrl, username: admin.username, password: admin.password });
+      const started = await h.op({ operation: 'agent_prompt', message: 'what is in logs/stream.log?' });
+      const id = started.body.session_id as string;
+      const stop = new AbortController();
+      const live: any[] = [];
+      try {
+        for await (const { event, data } of client.events(id, 0, stop.signal)) {
+          if (event !== 'live') continue;
+          live.push(data);
+          if (data.kind === 'toolCall') break;
+        }
+        expect(server.held, 'the server still holds the call open').to.equal('Reading it.→read_file');
+        expect((await h.row(id)).messages, 'nothing of the call stored yet').to.have.length(1);
+      } finally {
+        stop.abort();
+        release();
+      }
+      const call = live.at(-1);
+      expect(call).to.deep.include({ kind: 'toolCall', index: 1 });
+      expect(call.toolCall).to.deep.include({ name: 'read_file', arguments: { root: 'logs', path: 'stream.log' } });
+      expect(live.filter((e) => e.kind === 'text').map((e) => e.text).join('')).to.equal('Reading it.');
+      const s = await h.waitForSession(id);
+      expect(s.status, s.lastError).to.equal('completed');
+      // The call id the feed showed is the one stored (Ollama's calls get theirs from the backend).
+      expect(s.messages[1].toolCalls.map((c: any) => c.id)).to.deep.equal([call.toolCall.id]);
+    });
+  }
 
   /** Runs `script` once streaming and once not, from a fresh session each; returns both outcomes. */
   async function twins(provider: Provider, script: () => Turn[], prompt: string) {

@@ -110,11 +110,18 @@ export class OpenAIBackend implements ModelBackend {
         // The SDK's stream helper gathers the chunks into the same completion a plain call returns.
         const stream = this.client.chat.completions.stream({ ...params, stream_options: { include_usage: true } }, { signal });
         stream.on('content.delta', ({ delta }) => delta && onEvent({ type: 'text', text: delta }));
-        stream.on('tool_calls.function.arguments.done', ({ index, name, arguments: raw }) => {
+        // A call is whole once its arguments parse as a JSON object (nothing can validly follow the closing brace),
+        // which is sooner than the SDK's own "done" (the next call or the finish): reported then, once.
+        const reported = new Set<number>();
+        const report = (index: number, name: string, raw: string) => {
           const id = stream.currentChatCompletionSnapshot?.choices[0]?.message.tool_calls?.[index]?.id;
-          const args = parseToolArguments(raw);
-          if (id && args) onEvent({ type: 'toolCall', call: { id, name, arguments: args } });
-        });
+          const args = raw.trim() ? parseToolArguments(raw) : null;
+          if (!id || !args || reported.has(index)) return;
+          reported.add(index);
+          onEvent({ type: 'toolCall', call: { id, name, arguments: args } });
+        };
+        stream.on('tool_calls.function.arguments.delta', ({ index, name, arguments: raw }) => report(index, name, raw));
+        stream.on('tool_calls.function.arguments.done', ({ index, name, arguments: raw }) => report(index, name, raw || '{}'));
         completion = await stream.finalChatCompletion();
       } else completion = await this.client.chat.completions.create(params, { signal });
     } catch (error) {

@@ -382,10 +382,10 @@ export class ProviderServer {
     await this.stream(provider, decoded.model, turn, raw.length, record, req, res);
   }
 
-  /** The next stream with text is held after its first piece until the first of these settles, after its second
-   * until the second does, and so on (a test looks at what followers show meanwhile). */
+  /** Streams are held after each piece of text, then after each tool call, until the next of these settles (a test
+   * looks at what followers show meanwhile); none left, none held. */
   streamHolds: Promise<void>[] = [];
-  /** Set while a stream is held: the text sent so far. */
+  /** Set while a stream is held: the text sent so far (and `→name` when held after a tool call). */
   held?: string;
 
   /** A turn as the provider streams it: text a word at a time, each tool call, the finish and the usage. */
@@ -396,15 +396,18 @@ export class ProviderServer {
     const text = 'cutAfter' in turn ? turn.cutAfter : 'overflowAfter' in turn ? turn.overflowAfter : 'text' in turn && typeof turn.text === 'string' ? turn.text : '';
     const pieces = text.split(/(?<=\s)/).filter(Boolean);
     let sent = '';
-    for (const [i, piece] of pieces.entries()) {
+    // Held where a test asked: after each piece of text, then after each tool call.
+    const holdIfAsked = async (what: string) => {
+      const hold = this.streamHolds.shift();
+      if (!hold) return;
+      this.held = what;
+      await hold;
+      this.held = undefined;
+    };
+    for (const piece of pieces) {
       for (const frame of wire.text(piece)) res.write(frame);
       sent += piece;
-      const hold = this.streamHolds.shift();
-      if (hold) {
-        this.held = sent;
-        await hold;
-        this.held = undefined;
-      }
+      await holdIfAsked(sent);
     }
     if ('cutAfter' in turn) {
       // Let the text reach the client, then drop the connection with the answer unfinished.
@@ -419,7 +422,10 @@ export class ProviderServer {
       return;
     }
     const calls = 'toolCalls' in turn ? turn.toolCalls.map((c) => ({ ...c, id: id('call') })) : [];
-    for (const [i, c] of calls.entries()) for (const frame of wire.toolCall(i + (text ? 1 : 0), c.id, c.name, typeof c.arguments === 'string' ? c.arguments : JSON.stringify(c.arguments))) res.write(frame);
+    for (const [i, c] of calls.entries()) {
+      for (const frame of wire.toolCall(i + (text ? 1 : 0), c.id, c.name, typeof c.arguments === 'string' ? c.arguments : JSON.stringify(c.arguments))) res.write(frame);
+      await holdIfAsked(`${sent}→${c.name}`);
+    }
     const finish = 'finish' in turn ? turn.finish : calls.length ? 'tool_calls' : 'stop';
     record.usage = turnUsage(turn, bytes);
     for (const frame of wire.end(finish, record.usage.input, record.usage.output)) res.write(frame);
