@@ -142,6 +142,39 @@ describe('a two-node Harper cluster', function () {
     await eventually(async () => expect((await session(b, id)).status).to.equal('aborted'));
   });
 
+  it("a streaming answer on A is seen from B as it is written, before A stores it", async () => {
+    expect((await a.h.setConfig({ ...providerSettings('openai', server), stream: true })).status).to.equal(200);
+    const releases: (() => void)[] = [];
+    server.reset([{ text: 'Replication is healthy on both nodes.' }]);
+    server.streamHolds = [0, 1].map(() => new Promise<void>((r) => releases.push(r)));
+    const started = await a.h.op({ operation: 'agent_prompt', message: 'how is replication?' });
+    expect(started.status).to.equal(200);
+    const id = started.body.session_id as string;
+    await eventually(async () => expect(server.held).to.equal('Replication '), 10_000);
+    const client = new AgentClient({ url: b.h.harper.opsUrl, ...b.h.harper.admin });
+    const stop = new AbortController();
+    const shown: string[] = [];
+    try {
+      for await (const { event, data } of client.events(id, 0, stop.signal)) {
+        // Following from B: once B's stream is open, A writes the next word.
+        if (event === 'session' && releases.length === 2) releases.shift()!();
+        if (event === 'live' && data.kind === 'text') shown.push(data.text);
+        if (shown.join('').includes('is ')) break;
+      }
+      expect(server.held, 'A still holds the answer open').to.equal('Replication is ');
+      expect((await session(b, id)).messages).to.have.length(1);
+    } finally {
+      stop.abort();
+      releases.forEach((r) => r());
+    }
+    const done = await eventually(async () => {
+      const s = await session(a, id);
+      expect(s.status).to.equal('completed');
+      return s;
+    }, 20_000);
+    expect(done.messages.at(-1).content).to.equal('Replication is healthy on both nodes.');
+  });
+
   it('20 prompts racing on one session, 10 sent to each node, lose nothing: every one accepted is stored once and answered', async () => {
     expect((await a.h.setConfig({ provider: 'local' })).status).to.equal(200);
     await eventually(async () => {
