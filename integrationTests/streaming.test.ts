@@ -122,6 +122,33 @@ describe('streaming, the model-call log and the spending limit', function () {
     expect(streamed.messages).to.have.length(4);
   });
 
+  it('the CLI marks text it printed from a stream that then broke as not kept, and ends with the error (exit 1)', async function () {
+    this.timeout(60_000);
+    expect((await h.setConfig({ ...providerSettings('openai', server), stream: true })).status).to.equal(200);
+    let release!: () => void;
+    server.reset([{ cutAfter: 'The log has three lines and ' }]);
+    server.streamHolds = [new Promise<void>((r) => (release = r))];
+    const { admin, opsUrl } = h.harper;
+    const child = spawn(process.execPath, [CLI, 'prompt', 'what is in logs/stream.log?'], { env: { PATH: process.env.PATH!, HARPER_AGENT_URL: opsUrl, HARPER_AGENT_USER: admin.username, HARPER_AGENT_PASSWORD: admin.password }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    const exited = new Promise<number | null>((resolve) => child.on('close', resolve));
+    try {
+      // The first word reaches the CLI before the rest is written and the connection drops.
+      await until(() => `the first word; the CLI printed ${JSON.stringify(stdout)}`, () => stdout.endsWith('\nThe '));
+    } finally {
+      release();
+    }
+    expect(await exited).to.equal(1);
+    const id = /^session (\S+)$/m.exec(stdout)![1]!;
+    // What was published before the break is printed (text gathered since is dropped with the failed call), then the mark.
+    expect(stdout).to.equal(`session ${id}\nThe \n  ✗ the model call failed mid-answer: the text above was not kept\n`);
+    expect(stderr).to.match(/✗ error: openai request failed: the connection closed before the answer was complete \(UND_ERR_SOCKET\)\. Check that the provider endpoint is reachable\.\n$/);
+    expect((await h.row(id)).messages.map((m: any) => m.role)).to.deep.equal(['user']);
+  });
+
   for (const provider of PROVIDERS) {
     it(`${provider}: the feed carries each tool call as soon as it is complete, while the model call is still open`, async function () {
       this.timeout(60_000);
