@@ -56,7 +56,8 @@ describe('streaming, the model-call log and the spending limit', function () {
     expect((await h.setConfig({ ...settings, stream: true })).status).to.equal(200);
     const releases: (() => void)[] = [];
     server.reset([READ, { text: ANSWER }]);
-    server.streamHolds = [0, 1].map(() => new Promise<void>((r) => releases.push(r)));
+    // Not held after the first call's tool call; held after the answer's first word and after its second.
+    server.streamHolds = [Promise.resolve(), ...[0, 1].map(() => new Promise<void>((r) => releases.push(r)))];
     const releaseAll = () => releases.forEach((r) => r());
 
     const { admin, opsUrl } = h.harper;
