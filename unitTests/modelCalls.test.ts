@@ -185,7 +185,9 @@ describe('the loop records model calls and keeps to the spending limits', () => 
   });
 
   it('agent.maxCostUsd: the call that could cross it is not sent; lastError says what was spent and how to raise it; every tool call is answered', async () => {
-    const script = (): MeteredStep[] => [{ out: used(calls(['list_dir', { root: 'logs' }]), 10, 2) }, { out: used(calls(['list_dir', { root: 'logs' }]), 10, 2) }, { out: used(text('done'), 10, 2) }];
+    // Fixed call ids: both runs send byte-identical requests, so the free run's estimates are the capped run's.
+    const list = (id: string): GenerateOutput => ({ text: '', toolCalls: [{ id, name: 'list_dir', arguments: { root: 'logs' } }], finishReason: 'tool_calls' });
+    const script = (): MeteredStep[] => [{ out: used(list('call-1'), 10, 2) }, { out: used(list('call-2'), 10, 2) }, { out: used(text('done'), 10, 2) }];
     // With no limit: what each request is estimated at (the loop's own estimate of what it sends).
     const free = meteredHarness(script(), { prices: PRICES, maxTokens: 16 });
     expect((await prompt(free.h, 'list twice')).status).to.equal('completed');
