@@ -13,7 +13,7 @@ const HELP = `harper-agent: talk to the Harper Agent on a Harper instance
 usage:
   harper-agent prompt "<message>" [--session ID]   send a prompt, follow the run, print the answer
   harper-agent sessions [--limit N]                list sessions, newest first
-  harper-agent show ID [--full]                    a session's transcript, each message with its size
+  harper-agent show ID [--full]                    a session's transcript (each message with its size) and model calls
   harper-agent cancel ID                           stop a session's run
   harper-agent approve ID APPROVAL [--deny]        answer a pending approval, then follow the run
   harper-agent config [key=value ...]              show agent.* config, or change keys (values as JSON, else text)
