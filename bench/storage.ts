@@ -12,7 +12,8 @@ interface Sizes {
   audit: number;
 }
 
-async function op(h: RunningHarper, body: unknown): Promise<any> {
+/** One operation on the bench's Harper, as its admin; anything but 200 throws. */
+export async function op(h: RunningHarper, body: unknown): Promise<any> {
   const auth = 'Basic ' + Buffer.from(`${h.admin.username}:${h.admin.password}`).toString('base64');
   const res = await fetch(h.opsUrl, { method: 'POST', headers: { 'content-type': 'application/json', authorization: auth }, body: JSON.stringify(body) });
   const parsed = await res.json();

@@ -7,14 +7,7 @@ import path from 'node:path';
 import { AgentClient } from '../cli/client.js';
 import { ProviderServer } from '../integrationTests/providerServer/server.js';
 import { freePort, startHarper, type RunningHarper } from '../scripts/harper.js';
-
-async function op(h: RunningHarper, body: unknown): Promise<any> {
-  const auth = 'Basic ' + Buffer.from(`${h.admin.username}:${h.admin.password}`).toString('base64');
-  const res = await fetch(h.opsUrl, { method: 'POST', headers: { 'content-type': 'application/json', authorization: auth }, body: JSON.stringify(body) });
-  const parsed = await res.json();
-  if (res.status !== 200) throw new Error(`${JSON.stringify(body).slice(0, 80)}: ${res.status} ${JSON.stringify(parsed)}`);
-  return parsed;
-}
+import { op } from './storage.js';
 
 async function settled(h: RunningHarper, session_id: string): Promise<any> {
   for (;;) {

@@ -1,7 +1,7 @@
 // What the CLI prints: a run's tool calls and result sizes as they happen, a progress line, session tables and
 // transcripts. Pure functions of the feed's data, so the unit tests check the exact lines.
 import { boundsText, CONFIG_KEYS, defaultText } from '../agent/agent.js';
-import { usd } from '../agent/modelCalls.js';
+import { usd, type CallTotals, type ModelCallRecord } from '../agent/modelCalls.js';
 import type { MessageView } from '../agent/sessionFeed.js';
 
 export const formatBytes = (n: number) => `${n.toLocaleString('en-US')} bytes`;
@@ -180,21 +180,11 @@ export function configLines(answer: Record<string, unknown>): string {
   return lines.join('\n');
 }
 
-export interface CallView {
-  at: number;
-  host: string;
-  model: string;
-  requestBytes: number;
-  status: number | null;
-  inputTokens: number | null;
-  outputTokens: number | null;
-  latencyMs: number;
-  errorClass: string | null;
-  costUsd: number | null;
-}
+/** A model-call record as `show` prints it. */
+export type CallView = Pick<ModelCallRecord, 'at' | 'host' | 'model' | 'requestBytes' | 'status' | 'inputTokens' | 'outputTokens' | 'latencyMs' | 'errorClass' | 'costUsd'>;
 
 /** `show`: the session's model calls, one row per provider request, then the totals. */
-export function callsTable(calls: CallView[], t: { requests: number; inputTokens: number; outputTokens: number; costUsd: number; latencyMs: number }): string {
+export function callsTable(calls: CallView[], t: Omit<CallTotals, 'failed'>): string {
   if (calls.length === 0) return 'model calls: none sent to a provider';
   const n = (v: number | null) => (v === null ? '–' : v.toLocaleString('en-US'));
   const rows = calls.map((c) => [time(c.at), c.host, c.model, n(c.requestBytes), n(c.inputTokens), n(c.outputTokens), `${n(c.latencyMs)} ms`, c.status === null ? 'none' : String(c.status), c.errorClass ?? '', c.costUsd === null ? '–' : usd(c.costUsd)]);

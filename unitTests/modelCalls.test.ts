@@ -5,7 +5,7 @@ import { callRecords, costOf, ModelCallLog, priceOf, RunMeter } from '../agent/m
 import { createOperations } from '../agent/operations.js';
 import { LIVE_TEXT_EVERY_MS, LiveWriter, type LiveEvent } from '../agent/sessionFeed.js';
 import type { Session } from '../agent/session.js';
-import { classifyProviderError, networkError, providerErrors } from '../resources/models/backendHelpers.js';
+import { classifyProviderError, networkError } from '../resources/models/backendHelpers.js';
 import { Models } from '../resources/models/models.js';
 import type { BackendOptions, GenerateInput, GenerateOutput, StreamEvent } from '../resources/models/types.js';
 import { calls, harness, text, type Harness } from './helpers.js';
@@ -253,7 +253,6 @@ describe('the loop records model calls and keeps to the spending limits', () => 
     expect(last).to.include({ kind: 'end', index: 3, failed: true });
     const records = await h.deps.calls!.list({ session_id: s.session_id });
     expect(records.map((r) => [r.status, r.errorClass])).to.deep.equal([[200, null], [400, 'stream']]);
-    void providerErrors;
   });
 
   it('agent.stream false: the backend is asked without a stream and nothing is published', async () => {
