@@ -96,7 +96,9 @@ function messageItem(m) {
     el('span', { class: 'bytes', title: 'UTF-8 bytes of the content (and tool calls)' }, bytes(m.bytes))
   );
   const calls = m.toolCalls?.length ? el('ul', { class: 'calls' }, m.toolCalls.map((c) => el('li', {}, `→ ${c.name} ${JSON.stringify(c.arguments)}`))) : null;
-  return el('li', { class: classes, dataset: { index: String(m.index) } }, head, m.content ? el('pre', {}, m.content) : null, calls);
+  // A compaction record draws the boundary: from here on the model sees the summary instead of the messages above.
+  const boundary = m.role === 'compaction' ? el('p', { class: 'boundary' }, m.boundary) : null;
+  return el('li', { class: classes, dataset: { index: String(m.index) } }, boundary, head, m.content ? el('pre', {}, m.content) : null, calls);
 }
 
 function renderHead() {

@@ -31,6 +31,8 @@ export interface AgentConfig {
   maxTurns: number;
   maxToolResultBytes: number;
   workingSetBytes: number;
+  compaction: boolean;
+  compactAtPercent: number;
   autoApprove: boolean;
   maxTokens: number;
   apiKey?: string;

@@ -6,9 +6,10 @@ import { threadId } from 'node:worker_threads';
 import { errorInfo, toolResultText, truncateWithMarker } from '../resources/models/agentLoop.js';
 import { answeredTranscript, isAbortError, isModelError, ModelError, providerErrors } from '../resources/models/backendHelpers.js';
 import { Models } from '../resources/models/models.js';
-import type { GenerateOutput, Message, ModelBackend, ToolCall, ToolMessage } from '../resources/models/types.js';
+import type { GenerateInput, GenerateOutput, Message, ModelBackend, ToolCall, ToolMessage } from '../resources/models/types.js';
 import type { AgentConfig } from './agent.js';
-import { contextBudget, estimateTokens, type ContextLimits, type ModelTarget } from './contextBudget.js';
+import { COMPACTION_SYSTEM, compactionContent, compactionSizes, digest, planCompaction, requestMessages, segmentBlocks, splitParts, summaryPrompt, type CompactionRecord, type CompactionSizes, type StoredMessage } from './compaction.js';
+import { contextBudget, estimateTokens, type Budget, type ContextLimits, type ModelTarget } from './contextBudget.js';
 import { callRecords, costOf, priceOf, RunMeter, totals, usd, type ModelCallLog } from './modelCalls.js';
 import { LiveWriter, type LiveEvent } from './sessionFeed.js';
 import { tokenCounter, type TokenCounter } from './tokenCount.js';
@@ -92,11 +93,12 @@ export interface TurnRequest {
 /** The model on the server this run talks to: what is reported or learned about a window is kept per server. */
 const target = (req: TurnRequest): ModelTarget => ({ provider: req.backend.provider, baseUrl: req.config.baseUrl, model: req.model });
 
-function buildInput(deps: LoopDeps, session: Session, req: TurnRequest) {
+function buildInput(deps: LoopDeps, session: Session, req: TurnRequest): GenerateInput {
   return {
     system: systemPrompt(req.config.systemPromptAppend),
-    // Backends get a transcript they can send as it is: every tool call answered.
-    messages: answeredTranscript(session.messages),
+    // What the model sees (the newest summary, then what it kept whole), every tool call answered, so a backend can
+    // send it as it is.
+    messages: answeredTranscript(requestMessages(session.messages)),
     tools: deps.tools.specs(),
     model: req.model,
     maxTokens: req.config.maxTokens,
@@ -121,20 +123,24 @@ export function silentOverflow(out: GenerateOutput, config: AgentConfig, convers
   return null;
 }
 
+/** What a model call is for: a turn of the conversation, or writing a compaction summary. */
+export type CallPurpose = 'turn' | 'compaction';
+
 /**
- * One model call: streamed to the session's followers when agent.stream is on, each of its requests recorded in the
- * model-call log whatever the outcome (the records are written before the call's result is acted on).
+ * One model call: a turn is streamed to the session's followers when agent.stream is on (a summary call streams too,
+ * unseen); each of its requests is recorded in the model-call log whatever the outcome (the records are written before
+ * the call's result is acted on).
  */
-async function callModel(deps: LoopDeps, session: Session, req: TurnRequest, estimate: number): Promise<GenerateOutput> {
-  const input = buildInput(deps, session, req);
+async function callModel(deps: LoopDeps, session: Session, req: TurnRequest, input: GenerateInput, estimate: number, purpose: CallPurpose = 'turn'): Promise<GenerateOutput> {
   const id = session.session_id;
-  const live = req.config.stream && deps.publishLive ? new LiveWriter((event) => deps.publishLive!(id, event), randomUUID(), session.messages.length) : undefined;
+  const live = req.config.stream && deps.publishLive && purpose === 'turn' ? new LiveWriter((event) => deps.publishLive!(id, event), randomUUID(), session.messages.length) : undefined;
+  const onEvent = live?.onEvent ?? (req.config.stream ? () => undefined : undefined);
   req.meter.take(); // only this call's requests are its records
   let out: GenerateOutput | undefined;
   let failure: unknown;
   try {
     // A signal per request: SDKs add an abort listener per call, and a run makes many calls on one run signal.
-    out = await req.backend.generate(input, AbortSignal.any([req.signal]), live?.onEvent);
+    out = await req.backend.generate(input, AbortSignal.any([req.signal]), onEvent);
     const silent = silentOverflow(out, req.config, Buffer.byteLength(JSON.stringify(input.messages)));
     if (silent) throw new ModelError(silent, req.backend.provider, 400, true, 'silent_overflow');
     return out;
@@ -143,12 +149,12 @@ async function callModel(deps: LoopDeps, session: Session, req: TurnRequest, est
     throw error;
   } finally {
     live?.close(failure !== undefined);
-    await recordCalls(deps, session, req, estimate, out, failure).catch((error) => deps.log?.(`harper-agent: session ${id}: could not record its model calls: ${errorInfo(error)}`));
+    await recordCalls(deps, session, req, estimate, out, failure, purpose).catch((error) => deps.log?.(`harper-agent: session ${id}: could not record its model calls: ${errorInfo(error)}`));
   }
 }
 
 /** The call's requests into the model-call log, the last one with what the call returned or why it failed. */
-async function recordCalls(deps: LoopDeps, session: Session, req: TurnRequest, estimate: number, out: GenerateOutput | undefined, failure: unknown): Promise<void> {
+async function recordCalls(deps: LoopDeps, session: Session, req: TurnRequest, estimate: number, out: GenerateOutput | undefined, failure: unknown, purpose: CallPurpose): Promise<void> {
   const sent = req.meter.take();
   if (!deps.calls || sent.length === 0) return;
   const errorClass = failure === undefined ? undefined : isAbortError(failure, req.signal) ? 'cancelled' : isModelError(failure) ? failure.errorClass : 'internal';
@@ -161,6 +167,7 @@ async function recordCalls(deps: LoopDeps, session: Session, req: TurnRequest, e
       model: req.model,
       price: priceOf(req.config, req.backend.provider, req.model)?.price,
       streamed: req.config.stream,
+      purpose,
     })
   );
 }
@@ -205,36 +212,47 @@ export interface Turn {
 }
 
 /**
- * One model call. A context-window rejection (or a silent overflow) cuts the newest group of large tool results to
- * 2 KiB heads (persisted) and retries once; nothing left to cut, or a second rejection, ends the run with what to do.
+ * One model call. Before it: the working set, then compaction when the request would pass agent.compactAtPercent of
+ * the budget, then the pre-flight. A context-window rejection (or a silent overflow) cuts the newest group of large
+ * tool results to 2 KiB heads (persisted) or, with none left, compacts, and retries once; a second rejection ends the
+ * run with what to do.
  */
 export async function generateTurn(deps: LoopDeps, current: Session, req: TurnRequest): Promise<Turn> {
   const id = current.session_id;
-  const { session, estimate } = await fitBudget(deps, await keepWorkingSet(deps, current, req), req);
+  const budget = await contextBudget(req.config, target(req), deps.limits, req.backend.reportedWindow && (() => req.backend.reportedWindow!(req.model, req.signal)));
+  const kept = await compactWhenDue(deps, await keepWorkingSet(deps, current, req), req, budget);
+  const { session, estimate } = await fitBudget(deps, kept, req, budget);
   await checkSpend(deps, session, req, estimate);
   try {
-    return { out: await callModel(deps, session, req, estimate), sent: session };
+    return { out: await callModel(deps, session, req, buildInput(deps, session, req), estimate), sent: session };
   } catch (error) {
     if (!isModelError(error) || !error.contextWindowExceeded || req.signal.aborted) throw error;
     // The estimate let this request through and the provider still rejected it: remember the size that failed.
     await deps.limits?.learn(target(req), estimate).catch(() => undefined);
-    deps.log?.(`harper-agent: session ${id}: ${error.message}; cutting the newest tool results and retrying once`);
+    deps.log?.(`harper-agent: session ${id}: ${error.message}; cutting the newest tool results (or compacting) and retrying once`);
     const cut = await deps.store.shrinkNewestToolResults(id, req.guard);
-    if (cut === 0) {
+    let shrunk: Session | null = cut > 0 ? (await deps.store.get(id))! : null;
+    if (!shrunk && req.config.compaction) {
+      // Nothing left to cut: compact against what the rejection taught (or, where nothing is kept, 0.9 of it).
+      const learned = (await contextBudget(req.config, target(req), deps.limits)) ?? { tokens: Math.floor(estimate * 0.9), source: 'the rejected request' };
+      shrunk = await compact(deps, session, req, sizesFor(deps, session, req, { tokens: Math.min(learned.tokens, Math.floor(estimate * 0.9)), source: learned.source }), false);
+    }
+    if (!shrunk) {
       throw new RunError(
-        `The conversation is longer than the model's context window and no tool result is left to cut (${error.message}). To continue: ${CONTEXT_ADVICE}.`
+        req.config.compaction
+          ? `The prompt being answered does not fit the model's context window even alone (${error.message}): no tool result is left to cut, and everything before the prompt is already a summary. To continue: shorten the prompt, or use a model with a larger window.`
+          : `The conversation is longer than the model's context window and no tool result is left to cut (${error.message}). To continue: ${CONTEXT_ADVICE}, or turn agent.compaction on.`
       );
     }
     if (req.signal.aborted) throw new DOMException('cancelled', 'AbortError');
-    const shrunk = (await deps.store.get(id))!;
     const smaller = estimateTokens(buildInput(deps, shrunk, req), req.counter);
     await checkSpend(deps, shrunk, req, smaller);
     try {
-      return { out: await callModel(deps, shrunk, req, smaller), sent: shrunk };
+      return { out: await callModel(deps, shrunk, req, buildInput(deps, shrunk, req), smaller), sent: shrunk };
     } catch (retryError) {
       if (isModelError(retryError) && retryError.contextWindowExceeded && !req.signal.aborted) {
         throw new RunError(
-          `The conversation is still longer than the model's context window after cutting ${cut} tool result(s) to 2 KiB (${retryError.message}). To continue: ${CONTEXT_ADVICE}.`
+          `The conversation is still longer than the model's context window after ${cut ? `cutting ${cut} tool result(s) to 2 KiB` : 'compacting it'} (${retryError.message}). To continue: ${CONTEXT_ADVICE}.`
         );
       }
       throw retryError;
@@ -253,25 +271,93 @@ async function keepWorkingSet(deps: LoopDeps, current: Session, req: TurnRequest
 
 /**
  * Pre-flight: while the request's estimate is over the budget, apply the same shrink as after a rejection, group by
- * group from the newest; when nothing is left to cut and it still does not fit, end the run without sending.
+ * group from the newest, then compaction; when neither is left and it still does not fit, end the run without sending.
  */
-async function fitBudget(deps: LoopDeps, current: Session, req: TurnRequest): Promise<{ session: Session; estimate: number }> {
+async function fitBudget(deps: LoopDeps, current: Session, req: TurnRequest, budget: Budget | null): Promise<{ session: Session; estimate: number }> {
   const id = current.session_id;
   let session = current;
   const counter = req.counter;
   let estimate = estimateTokens(buildInput(deps, session, req), counter);
-  const budget = await contextBudget(req.config, target(req), deps.limits, req.backend.reportedWindow && (() => req.backend.reportedWindow!(req.model, req.signal)));
   while (budget && estimate > budget.tokens) {
     const cut = await deps.store.shrinkNewestToolResults(id, req.guard);
-    if (cut === 0) {
+    const next = cut > 0 ? (await deps.store.get(id))! : req.config.compaction ? await compact(deps, session, req, sizesFor(deps, session, req, budget), false) : null;
+    if (!next) {
       throw new RunError(
-        `The conversation does not fit the model's context window: about ${estimate} tokens against a budget of ${budget.tokens} (${budget.source}), and no tool result is left to cut. Nothing was sent. To continue: ${CONTEXT_ADVICE}.`
+        req.config.compaction
+          ? `The prompt being answered does not fit the model's context window even alone: about ${estimate} tokens (the system prompt and tool list, the summary of everything before, the prompt and its newest results) against a budget of ${budget.tokens} (${budget.source}), and no tool result is left to cut. Nothing was sent. To continue: shorten the prompt, or use a model with a larger window (agent.model, agent.contextWindowTokens).`
+          : `The conversation does not fit the model's context window: about ${estimate} tokens against a budget of ${budget.tokens} (${budget.source}), and no tool result is left to cut. Nothing was sent. To continue: ${CONTEXT_ADVICE}, or turn agent.compaction on.`
       );
     }
-    session = (await deps.store.get(id))!;
+    session = next;
     estimate = estimateTokens(buildInput(deps, session, req), counter);
   }
   return { session, estimate };
+}
+
+// ------------------------------------------------------------------------------------------------------------
+// Compaction (agent/compaction.ts decides where to cut and what the summary reads; here the call is made and the
+// record written, through the locked mutator like any other change)
+
+/** The compaction sizes for a budget, from this request's own fixed part and bytes per token. */
+function sizesFor(deps: LoopDeps, session: Session, req: TurnRequest, budget: Budget): CompactionSizes {
+  const input = buildInput(deps, session, req);
+  const fixed = estimateTokens({ ...input, messages: [] }, req.counter);
+  const tokens = estimateTokens(input, req.counter) - fixed;
+  const bytes = Buffer.byteLength(JSON.stringify(input.messages));
+  const bytesPerToken = tokens > 0 ? Math.min(4, Math.max(1.5, bytes / tokens)) : 3;
+  return compactionSizes(budget.tokens, req.config.compactAtPercent, fixed, bytesPerToken);
+}
+
+/** Compacts when the next request would pass agent.compactAtPercent of the budget (a known budget only). */
+async function compactWhenDue(deps: LoopDeps, session: Session, req: TurnRequest, budget: Budget | null): Promise<Session> {
+  if (!req.config.compaction || !budget) return session;
+  const sizes = sizesFor(deps, session, req, budget);
+  if (estimateTokens(buildInput(deps, session, req), req.counter) <= sizes.threshold) return session;
+  return (await compact(deps, session, req, sizes, false)) ?? session;
+}
+
+/**
+ * Replaces the older part of what the model sees with a summary: the model writes it (in parts when the segment is
+ * larger than one call), or a digest stands in. One guarded append of the record: a cancel before it leaves nothing
+ * written. Returns the session with the record, or null when there was nothing to compact.
+ */
+export async function compact(deps: LoopDeps, session: Session, req: TurnRequest, sizes: CompactionSizes, all: boolean): Promise<Session | null> {
+  const plan = planCompaction(session.messages, sizes.keepBytes, all);
+  if (!plan) return null;
+  const written = await writeSummary(deps, session, req, plan, sizes);
+  if (req.signal.aborted) throw new DOMException('cancelled', 'AbortError');
+  const record: CompactionRecord = { role: 'compaction', content: compactionContent(plan, written.summary, written.by), keepFrom: plan.keepFrom, compactedBy: written.by };
+  if (written.detail) record.detail = written.detail;
+  await appendToRun(deps, session, [record], req.guard);
+  deps.log?.(`harper-agent: session ${session.session_id}: messages #0-#${plan.keepFrom - 1} compacted into a ${Buffer.byteLength(record.content)}-byte ${written.by === 'model' ? 'summary' : 'digest'}${written.detail ? ` (${written.detail})` : ''}`);
+  return session;
+}
+
+type Written = { summary: string; by: 'model' | 'digest'; detail?: string };
+
+/** The summary of what a plan covers: the model's, through the same backend, call log, spending limits and classifier;
+ * the digest when the provider is local or the call is refused, fails or overflows. */
+async function writeSummary(deps: LoopDeps, session: Session, req: TurnRequest, plan: ReturnType<typeof planCompaction> & object, sizes: CompactionSizes): Promise<Written> {
+  const fallback = (why: string): Written => ({ summary: digest(session.messages, plan, sizes.digestBytes), by: 'digest', detail: why });
+  if (req.backend.provider === 'local') return fallback('the local backend is not a model');
+  const parts = splitParts(segmentBlocks(session.messages, plan), sizes.partBytes);
+  const maxTokens = Math.min(req.config.maxTokens, sizes.summaryTokens);
+  let soFar: string | undefined;
+  try {
+    for (const part of parts) {
+      const input: GenerateInput = { system: COMPACTION_SYSTEM, messages: [{ role: 'user', content: summaryPrompt(part, soFar, Math.floor(maxTokens * 0.6)) }], tools: [], model: req.model, maxTokens };
+      const estimate = estimateTokens(input, req.counter);
+      await checkSpend(deps, session, req, estimate);
+      const out = await callModel(deps, session, req, input, estimate, 'compaction');
+      if (!out.text.trim() || out.finishReason === 'content_filter') throw new Error(`the model's summary was empty (finish: ${out.finishReason})`);
+      soFar = out.text.trim();
+    }
+  } catch (error) {
+    if (isAbortError(error, req.signal) || error instanceof RunSupersededError) throw error;
+    deps.log?.(`harper-agent: session ${session.session_id}: the compaction summary call failed (${errorInfo(error)}); a digest stands in`);
+    return fallback(`the summary call failed: ${errorInfo(error)}`);
+  }
+  return { summary: soFar!, by: 'model', ...(parts.length > 1 ? { detail: `summarized in ${parts.length} parts` } : {}) };
 }
 
 // ------------------------------------------------------------------------------------------------------------
@@ -300,7 +386,7 @@ export function activeRun(id: string): ActiveRun | undefined {
 }
 
 /** Tool calls of the newest assistant message that have no result yet (in order). */
-export function unansweredToolCalls(messages: readonly Message[]): ToolCall[] {
+export function unansweredToolCalls(messages: readonly StoredMessage[]): ToolCall[] {
   for (let i = messages.length - 1; i >= 0; i--) {
     const m = messages[i]!;
     if (m.role === 'assistant') {
@@ -312,11 +398,11 @@ export function unansweredToolCalls(messages: readonly Message[]): ToolCall[] {
   return [];
 }
 
-function userMessages(messages: readonly Message[]): number {
+function userMessages(messages: readonly StoredMessage[]): number {
   return messages.filter((m) => m.role === 'user').length;
 }
 
-function modelCallsSincePrompt(messages: readonly Message[]): number {
+function modelCallsSincePrompt(messages: readonly StoredMessage[]): number {
   let n = 0;
   for (let i = messages.length - 1; i >= 0 && messages[i]!.role !== 'user'; i--) if (messages[i]!.role === 'assistant') n++;
   return n;
@@ -329,6 +415,16 @@ export interface Resume {
 
 /** Starts a run on a session already marked running with `runner` (agent_prompt or approve_agent_action did). */
 export function startRun(deps: LoopDeps, id: string, runner: string, resume?: Resume, acceptedAt = 0): ActiveRun {
+  return launch(deps, id, runner, acceptedAt, (signal) => runSession(deps, id, { runner }, signal, resume));
+}
+
+/** Starts compact_agent_session's work on a session already marked running with `runner`: it compacts everything,
+ * then puts back the status the session had. Cancelled like a run (cancel_agent_run). */
+export function startCompaction(deps: LoopDeps, id: string, runner: string, acceptedAt: number, before: { status: SessionHeader['status']; lastError: string | null }): ActiveRun {
+  return launch(deps, id, runner, acceptedAt, (signal) => runCompaction(deps, id, { runner }, signal, before));
+}
+
+function launch(deps: LoopDeps, id: string, runner: string, acceptedAt: number, work: (signal: AbortSignal) => Promise<void>): ActiveRun {
   const controller = new AbortController();
   const run: ActiveRun = { controller, runner, done: Promise.resolve() };
   // A cancel answered by another worker thread writes the row; its event reaches this thread at once and stops the
@@ -338,7 +434,7 @@ export function startRun(deps: LoopDeps, id: string, runner: string, resume?: Re
     if (header.updatedAt < acceptedAt) return;
     if (header.status === 'aborted' || (header.status === 'running' && header.runner !== runner)) controller.abort();
   });
-  run.done = runSession(deps, id, { runner }, controller.signal, resume)
+  run.done = work(controller.signal)
     .finally(() => unwatch.then((close) => close()))
     .then(() => (controller.signal.aborted ? reassertCancel(deps, id, runner) : undefined))
     .catch((error) => deps.log?.(`harper-agent: session ${id}: ${errorInfo(error)}`))
@@ -380,10 +476,62 @@ function cutShort(out: GenerateOutput, config: AgentConfig): string | null {
 }
 
 /** Appends a run's messages and keeps its own copy of the transcript in step (the run is the session's only writer). */
-async function appendToRun(deps: LoopDeps, session: Session, messages: Message[], guard: RunGuard): Promise<void> {
+async function appendToRun(deps: LoopDeps, session: Session, messages: StoredMessage[], guard: RunGuard): Promise<void> {
   await deps.store.append(session.session_id, messages, guard);
   session.messages.push(...messages);
 }
+
+/** A run's backend (metered for the call log) and what its model calls need. */
+async function turnRequest(config: AgentConfig, guard: RunGuard, signal: AbortSignal): Promise<TurnRequest> {
+  const registration = Models.get(config.provider);
+  if (!registration) {
+    throw new RunError(`agent.provider ${JSON.stringify(config.provider)} is not registered (available: ${Models.providers().join(', ') || 'none'}). Set agent.provider to one of them.`);
+  }
+  const model = config.model ?? registration.defaultModel;
+  const meter = new RunMeter();
+  const backend = registration.create({
+    model,
+    apiKey: config.apiKey,
+    baseUrl: config.baseUrl,
+    region: config.region,
+    requestTimeoutMs: config.requestTimeoutMs,
+    maxRetries: config.maxRetries,
+    contextWindowTokens: config.contextWindowTokens,
+    errors: providerErrors,
+    meter,
+  });
+  return { backend, model, config, guard, signal, meter, counter: await tokenCounter(model) };
+}
+
+/** compact_agent_session: everything the model sees becomes one summary (the newest prompt's turn too: the session is
+ * between runs), then the session's status is put back. A failure of the summary call falls back to the digest. */
+async function runCompaction(deps: LoopDeps, id: string, guard: RunGuard, signal: AbortSignal, before: { status: SessionHeader['status']; lastError: string | null }): Promise<void> {
+  const restore = (lastError: string | null, status = before.status) =>
+    deps.store.mutate(
+      id,
+      (s) => {
+        s.status = status;
+        s.lastError = lastError;
+        s.runner = null;
+      },
+      guard
+    );
+  try {
+    const config = deps.config();
+    const req = await turnRequest(config, guard, signal);
+    const session = (await deps.store.get(id))!;
+    const budget = (await contextBudget(config, target(req), deps.limits, req.backend.reportedWindow && (() => req.backend.reportedWindow!(req.model, signal)))) ?? { tokens: ON_DEMAND_BUDGET_TOKENS, source: 'no window known' };
+    await compact(deps, session, req, sizesFor(deps, session, req, budget), true);
+    await restore(before.lastError);
+  } catch (error) {
+    if (error instanceof RunSupersededError || isAbortError(error, signal)) return;
+    deps.log?.(`harper-agent: session ${id}: compaction failed: ${errorInfo(error)}`);
+    await restore(`Compaction failed: ${errorInfo(error)}`, 'error').catch(() => undefined);
+  }
+}
+
+/** The budget an on-demand compaction sizes its summary for when no window is known. */
+export const ON_DEMAND_BUDGET_TOKENS = 32_000;
 
 async function runSession(deps: LoopDeps, id: string, guard: RunGuard, signal: AbortSignal, resume?: Resume): Promise<void> {
   const config = deps.config();
@@ -392,25 +540,8 @@ async function runSession(deps: LoopDeps, id: string, guard: RunGuard, signal: A
     await deps.store.setStatus(id, status, lastError, guard);
   };
   try {
-    const registration = Models.get(config.provider);
-    if (!registration) {
-      throw new RunError(`agent.provider ${JSON.stringify(config.provider)} is not registered (available: ${Models.providers().join(', ') || 'none'}). Set agent.provider to one of them.`);
-    }
-    const model = config.model ?? registration.defaultModel;
-    const meter = new RunMeter();
-    const backend = registration.create({
-      model,
-      apiKey: config.apiKey,
-      baseUrl: config.baseUrl,
-      region: config.region,
-      requestTimeoutMs: config.requestTimeoutMs,
-      maxRetries: config.maxRetries,
-      contextWindowTokens: config.contextWindowTokens,
-      errors: providerErrors,
-      meter,
-    });
+    const req = await turnRequest(config, guard, signal);
     const ctx: ToolContext = { scopes: deps.scopes, maxResultBytes: config.maxToolResultBytes, signal, databases: deps.databases, fetchAllow: config.fetchAllow ?? deps.ownOrigins ?? [], allowOperations: config.allowOperations ?? [] };
-    const req: TurnRequest = { backend, model, config, guard, signal, meter, counter: await tokenCounter(model) };
     let session = (await deps.store.get(id))!;
     // Harper's operations run as agent.user when it is set, else as the user who owns the session, with that user's
     // permissions; no user, no operations.

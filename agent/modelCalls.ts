@@ -32,6 +32,8 @@ export interface ModelCallRecord {
   /** Counted from the pre-flight estimate because the provider reported no tokens. */
   tokensEstimated: boolean;
   streamed: boolean;
+  /** What the call was for: a turn of the conversation, or a compaction summary. */
+  purpose: 'turn' | 'compaction';
 }
 
 /** One request as the meter saw it go out. */
@@ -114,7 +116,7 @@ export interface CallEnd {
 export function callRecords(
   sent: Sent[],
   end: CallEnd,
-  context: { session_id: string; node: string | null; provider: string; model: string; price?: Price; streamed: boolean; now?: number }
+  context: { session_id: string; node: string | null; provider: string; model: string; price?: Price; streamed: boolean; purpose?: 'turn' | 'compaction'; now?: number }
 ): ModelCallRecord[] {
   const now = context.now ?? Date.now();
   return sent.map((s, i) => {
@@ -148,6 +150,7 @@ export function callRecords(
       costUsd: context.price ? (costInput !== null ? costOf(context.price, costInput, costOutput ?? 0) : 0) : null,
       tokensEstimated: estimated,
       streamed: context.streamed,
+      purpose: context.purpose ?? 'turn',
     };
   });
 }
@@ -175,6 +178,7 @@ const plain = (r: ModelCallRecord): ModelCallRecord => ({
   costUsd: r.costUsd ?? null,
   tokensEstimated: r.tokensEstimated === true,
   streamed: r.streamed === true,
+  purpose: r.purpose === 'compaction' ? 'compaction' : 'turn',
 });
 
 export interface CallTotals {

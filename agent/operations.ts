@@ -5,9 +5,11 @@ import { threadId } from 'node:worker_threads';
 import { publicConfig } from './agent.js';
 import { ConfigChangeError, type ConfigChangeResult } from './configStore.js';
 import { contextBudget, estimateTokens } from './contextBudget.js';
+import { newestCompaction, planCompaction, requestMessages } from './compaction.js';
 import { tokenCounter } from './tokenCount.js';
 import { systemPrompt } from './systemPrompt.js';
-import { activeRun, newRunner, startRun, type LoopDeps } from './loop.js';
+import { activeRun, newRunner, startCompaction, startRun, type LoopDeps } from './loop.js';
+import { messageView } from './sessionFeed.js';
 import { Models } from '../resources/models/models.js';
 import { sessionSummary, SessionNotFoundError, type SessionHeader } from './session.js';
 import { totals } from './modelCalls.js';
@@ -117,7 +119,7 @@ export function createOperations(deps: OperationsDeps): Record<string, Operation
         const model = s.model ?? '';
         const budget = await contextBudget(deps.config(), { provider: s.provider, baseUrl: deps.config().baseUrl, model }, deps.limits);
         const counter = await tokenCounter(model);
-        const estimatedContextTokens = estimateTokens({ system: systemPrompt(deps.config().systemPromptAppend), tools: deps.tools.specs(), messages: s.messages }, counter);
+        const estimatedContextTokens = estimateTokens({ system: systemPrompt(deps.config().systemPromptAppend), tools: deps.tools.specs(), messages: requestMessages(s.messages) }, counter);
         // What its model calls used and cost so far (list_agent_model_calls has each request).
         const modelCalls = totals((await deps.calls?.list({ session_id: s.session_id })) ?? []);
         return { ...s, estimatedContextTokens, estimatedWith: counter?.name ?? 'bytes / 3', contextBudget: budget, modelCalls };
@@ -169,6 +171,34 @@ export function createOperations(deps: OperationsDeps): Record<string, Operation
         });
         startRun(deps, id, runner, { toolCallId, approved: input.approved as boolean }, session.updatedAt);
         return { session_id: id, status: 'running', approved: input.approved, messageIndex: session.messageCount };
+      },
+    },
+
+    compact_agent_session: {
+      // Compacts on demand (agent.compaction aside): everything the model sees becomes one summary, written by the
+      // model (the digest when it cannot be), on the node that owns the session. Answers once it is stored.
+      schema: object({ session_id: sessionId }, ['session_id']),
+      async handle(input, _user, via = {}) {
+        const id = input.session_id as string;
+        const existing = await mustGet(id);
+        if (ownedElsewhere(existing)) return deps.cluster!.forward(existing.node!, input, via);
+        if (!planCompaction(existing.messages, 0, true)) throw new HttpError(409, `session ${id} has nothing to compact${existing.messageCount ? ' since its last compaction' : ''}`);
+        await deps.refreshConfig?.();
+        const runner = newRunner(node);
+        let before = { status: existing.status, lastError: existing.lastError };
+        const accepted = await store.mutate(id, (s) => {
+          if (s.status === 'running' || s.status === 'awaiting_approval') {
+            throw new HttpError(409, `session ${id} is ${s.status}: compact it once the run ends, or cancel the run with cancel_agent_run`);
+          }
+          before = { status: s.status, lastError: s.lastError };
+          s.status = 'running';
+          s.lastError = null;
+          s.runner = runner;
+        });
+        await startCompaction(deps, id, runner, accepted.updatedAt, before).done;
+        const s = await mustGet(id);
+        const c = newestCompaction(s.messages);
+        return { session_id: id, status: s.status, lastError: s.lastError, compaction: c >= accepted.messageCount ? messageView(s.messages[c]!, c) : null };
       },
     },
 

@@ -3,6 +3,7 @@
 import { randomUUID } from 'node:crypto';
 import { cursorFirst, truncateWithMarker } from '../resources/models/agentLoop.js';
 import type { Message, ToolCall } from '../resources/models/types.js';
+import { viewStart, type StoredMessage } from './compaction.js';
 
 export type SessionStatus = 'idle' | 'running' | 'awaiting_approval' | 'completed' | 'aborted' | 'error';
 
@@ -37,7 +38,9 @@ export interface SessionHeader {
 }
 
 export interface Session extends SessionHeader {
-  messages: Message[];
+  /** The transcript: every message ever stored, compaction records among them (compaction.ts requestMessages derives
+   * what the model sees). */
+  messages: StoredMessage[];
 }
 
 /** The part of a Harper table the store uses (the real `databases.agent.AgentSession`/`AgentMessage`, or a map in
@@ -87,8 +90,10 @@ export function cutToHead(content: string, reason: string, advice: string): stri
  * in `budgetBytes`; the newest result always stays whole. Results of at most 2 KiB are never picked, so a result cut
  * to its head (by the working set or a context-window shrink) is never cut again; one cut by the cap can be.
  */
-export function workingSetCuts(messages: readonly Message[], budgetBytes: number): number[] {
-  const tools = messages.flatMap((m, i) => (m.role === 'tool' ? [{ i, bytes: Buffer.byteLength(m.content) }] : []));
+export function workingSetCuts(messages: readonly StoredMessage[], budgetBytes: number): number[] {
+  // Only what the model sees counts: results a compaction summarized are in no request.
+  const from = viewStart(messages);
+  const tools = messages.flatMap((m, i) => (m.role === 'tool' && i >= from ? [{ i, bytes: Buffer.byteLength(m.content) }] : []));
   // What the results older than each one cost at most once cut: their head, or themselves when they are small.
   let older = tools.reduce((sum, t) => sum + Math.min(t.bytes, SHRINK_THRESHOLD_BYTES), 0);
   let whole = 0;
@@ -108,12 +113,12 @@ export function workingSetCuts(messages: readonly Message[], budgetBytes: number
 
 /** A message as plain data. Harper's nested objects carry their fields as inherited getters, which a spread drops,
  * so each field is copied by name; tool-call arguments are read-only and kept as they are. */
-export function plainMessage(m: Record<string, any>): Message {
+export function plainMessage(m: Record<string, any>): StoredMessage {
   const out: Record<string, unknown> = { role: m.role, content: m.content };
   if (m.toolCalls) out.toolCalls = Array.from(m.toolCalls as Record<string, any>[], (c) => ({ id: c.id, name: c.name, arguments: c.arguments }));
-  for (const key of ['toolCallId', 'name', 'isError', 'cut'] as const) if (m[key] !== undefined && m[key] !== null) out[key] = m[key];
+  for (const key of ['toolCallId', 'name', 'isError', 'cut', 'keepFrom', 'compactedBy', 'detail'] as const) if (m[key] !== undefined && m[key] !== null) out[key] = m[key];
   if (m.at !== undefined && m.at !== null) out.at = millis(m.at);
-  return out as unknown as Message;
+  return out as unknown as StoredMessage;
 }
 
 /** A time as epoch milliseconds, from a record's Date (or its JSON text), or a number (rows stored before the Date
@@ -140,7 +145,7 @@ function plainApproval(p: Record<string, any>): PendingApproval {
 }
 
 /** A message's share of `bytes`: its JSON as stored. */
-function jsonBytes(m: Message): number {
+function jsonBytes(m: StoredMessage): number {
   return Buffer.byteLength(JSON.stringify(m));
 }
 
@@ -168,11 +173,11 @@ export function toHeader(record: unknown): SessionHeader | undefined {
 }
 
 /** A row written before transcripts moved to AgentMessage keeps its messages in the row; the next write moves them. */
-function legacyMessages(r: Record<string, unknown>): Message[] | undefined {
+function legacyMessages(r: Record<string, unknown>): StoredMessage[] | undefined {
   return Array.isArray(r.messages) ? Array.from(r.messages as Record<string, any>[], plainMessage) : undefined;
 }
 
-function firstPrompt(messages: Message[]): string | null {
+function firstPrompt(messages: StoredMessage[]): string | null {
   const prompt = messages.find((m) => m.role === 'user');
   return prompt ? titleOf(prompt.content) : null;
 }
@@ -182,7 +187,7 @@ export function sessionBytes(session: Session): number {
 }
 
 /** A message's size as the operator sees it: its content's UTF-8 bytes (what the cap limits), plus its tool calls. */
-export function messageBytes(m: Message): number {
+export function messageBytes(m: StoredMessage): number {
   const calls = m.role === 'assistant' && m.toolCalls?.length ? Buffer.byteLength(JSON.stringify(m.toolCalls)) : 0;
   return Buffer.byteLength(m.content) + calls;
 }
@@ -202,7 +207,7 @@ export function messageKey(sessionId: string, seq: number, tag: string): string 
 }
 
 /** A change to a session's row; the messages it returns are appended to the transcript in the same locked write. */
-export type HeaderChange = (session: SessionHeader) => Message[] | void | Promise<Message[] | void>;
+export type HeaderChange = (session: SessionHeader) => StoredMessage[] | void | Promise<StoredMessage[] | void>;
 
 export interface SessionTables {
   sessions: () => SessionTable;
@@ -343,11 +348,11 @@ export class SessionStore {
     });
   }
 
-  private putMessage(id: string, seq: number, m: Message, key = messageKey(id, seq, this.tag)) {
+  private putMessage(id: string, seq: number, m: StoredMessage, key = messageKey(id, seq, this.tag)) {
     return this.tables.messages().put(key, { id: key, session_id: id, seq, ...m, ...(m.at !== undefined ? { at: new Date(m.at) } : {}) });
   }
 
-  append(id: string, messages: Message[], guard?: RunGuard): Promise<SessionHeader> {
+  append(id: string, messages: StoredMessage[], guard?: RunGuard): Promise<SessionHeader> {
     return this.mutate(id, () => messages, guard);
   }
 
@@ -370,7 +375,7 @@ export class SessionStore {
    */
   shrinkNewestToolResults(id: string, guard?: RunGuard): Promise<number> {
     return this.cutResults(id, guard, 'context', (messages) => {
-      const groups = toolResultGroups(messages);
+      const groups = toolResultGroups(messages).filter((g) => g[0]! >= viewStart(messages));
       for (let g = groups.length - 1; g >= 0; g--) {
         const picked = groups[g]!.filter((i) => messages[i]!.role === 'tool' && Buffer.byteLength(messages[i]!.content) > SHRINK_THRESHOLD_BYTES);
         if (picked.length) return picked;
@@ -386,7 +391,7 @@ export class SessionStore {
 
   /** The one path that cuts stored results: under the session's lock, the picked messages' records are rewritten
    * with a 2 KiB head and their cut reason; the row's bytes follow. */
-  private async cutResults(id: string, guard: RunGuard | undefined, reason: 'context' | 'workingSet', pick: (messages: Message[]) => number[]): Promise<number> {
+  private async cutResults(id: string, guard: RunGuard | undefined, reason: 'context' | 'workingSet', pick: (messages: StoredMessage[]) => number[]): Promise<number> {
     const [text, advice] = reason === 'context' ? [SHRINK_REASON, SHRINK_ADVICE] : [WORKING_SET_REASON, WORKING_SET_ADVICE];
     return this.withLock(id, async () => {
       const row = (await this.tables.sessions().get(id)) as Record<string, unknown> | undefined;
@@ -400,7 +405,7 @@ export class SessionStore {
       if (picked.length === 0) return 0;
       await Promise.all(
         picked.map((index) => {
-          const m = messages[index]!;
+          const m = messages[index] as Extract<Message, { role: 'tool' }>;
           const stored = plainMessage({ ...m, content: cutToHead(m.content, text, advice), cut: reason });
           header.bytes += jsonBytes(stored) - jsonBytes(m);
           return this.putMessage(id, keyed[index]!.seq, stored, keyed[index]!.key);
@@ -412,8 +417,8 @@ export class SessionStore {
     });
   }
 
-  private async readKeyedMessages(id: string): Promise<{ key: string; seq: number; message: Message }[]> {
-    const records: { key: string; seq: number; message: Message }[] = [];
+  private async readKeyedMessages(id: string): Promise<{ key: string; seq: number; message: StoredMessage }[]> {
+    const records: { key: string; seq: number; message: StoredMessage }[] = [];
     for await (const record of this.tables.messages().search({ conditions: [{ attribute: 'session_id', comparator: 'equals', value: id }] })) {
       const r = record as Record<string, any>;
       records.push({ key: String(r.id), seq: Number(r.seq), message: plainMessage(r) });
@@ -457,7 +462,7 @@ export class SessionStore {
 }
 
 /** Indexes of tool messages, grouped by the run of consecutive tool messages that answer one assistant turn. */
-export function toolResultGroups(messages: readonly Message[]): number[][] {
+export function toolResultGroups(messages: readonly StoredMessage[]): number[][] {
   const groups: number[][] = [];
   let current: number[] | null = null;
   messages.forEach((m, i) => {

@@ -2,15 +2,22 @@
 // every worker thread and node; every transcript write also writes the row) turned into server-sent events that
 // carry only what changed since the follower's last event.
 import { Readable } from 'node:stream';
-import type { Message, StreamEvent, ToolCall } from '../resources/models/types.js';
+import type { StreamEvent, ToolCall } from '../resources/models/types.js';
+import { compactionBoundary, type StoredMessage } from './compaction.js';
 import { messageBytes, sessionSummary, toHeader, type Session, type SessionStore } from './session.js';
 
 /** A transcript message as followers get it: its place, its size, and whether (and why) it was cut. */
 export interface MessageView {
   index: number;
-  role: Message['role'];
+  role: StoredMessage['role'];
   content: string;
   bytes: number;
+  /** A compaction record: the summary the model sees instead of messages #0 to #keepFrom-1, who wrote it, and the
+   * boundary as an operator reads it. */
+  keepFrom?: number;
+  compactedBy?: 'model' | 'digest';
+  detail?: string;
+  boundary?: string;
   name?: string;
   toolCallId?: string;
   toolCalls?: { id: string; name: string; arguments: Record<string, unknown> }[];
@@ -19,9 +26,13 @@ export interface MessageView {
   at?: number;
 }
 
-export function messageView(m: Message, index: number): MessageView {
+export function messageView(m: StoredMessage, index: number): MessageView {
   const view: MessageView = { index, role: m.role, content: m.content, bytes: messageBytes(m) };
   if (m.at !== undefined) view.at = m.at;
+  if (m.role === 'compaction') {
+    Object.assign(view, { keepFrom: m.keepFrom, compactedBy: m.compactedBy, boundary: compactionBoundary(m) });
+    if (m.detail) view.detail = m.detail;
+  }
   if (m.role === 'assistant' && m.toolCalls?.length) view.toolCalls = m.toolCalls;
   if (m.role === 'tool') {
     view.name = m.name;

@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { messageView, type LiveEvent, type MessageView } from '../agent/sessionFeed.js';
 import { AgentClient, CliError, connectionFrom, EXIT } from './client.js';
-import { approvalLines, callsTable, configLines, Progress, runLines, sessionsTable, transcript, type ApprovalView } from './render.js';
+import { approvalLines, callsTable, compactionLines, configLines, Progress, runLines, sessionsTable, transcript, type ApprovalView } from './render.js';
 
 const HELP = `harper-agent: talk to the Harper Agent on a Harper instance
 
@@ -14,6 +14,8 @@ usage:
   harper-agent prompt "<message>" [--session ID]   send a prompt, follow the run, print the answer
   harper-agent sessions [--limit N]                list sessions, newest first
   harper-agent show ID [--full]                    a session's transcript (each message with its size) and model calls
+  harper-agent compact ID                          replace what the model sees of a session by one summary (the
+                                                   messages stay stored), between runs
   harper-agent cancel ID                           stop a session's run
   harper-agent approve ID APPROVAL [--deny]        answer a pending approval, then follow the run
   harper-agent config [key=value ...]              show agent.* config, or change keys (values as JSON, else text)
@@ -235,6 +237,13 @@ export async function run(argv: string[], io: Io): Promise<number> {
       const calls = await client.op({ operation: 'list_agent_model_calls', session_id: args[0] });
       print(`${transcript(s, messages, flags.full === true)}\n${callsTable(calls.calls, calls.totals)}`, { ...s, messages, modelCalls: calls });
       return EXIT.ok;
+    }
+    case 'compact': {
+      needs(args, 1, 'compact ID');
+      const answer = await client.op({ operation: 'compact_agent_session', session_id: args[0] });
+      const c = answer.compaction as MessageView | null;
+      print(c ? `session ${answer.session_id}: ${c.boundary}\n${compactionLines(c).join('\n')}` : `session ${answer.session_id}: ${answer.status}, not compacted${answer.lastError ? `: ${answer.lastError}` : ''}`, answer);
+      return c ? EXIT.ok : EXIT.runFailed;
     }
     case 'cancel': {
       needs(args, 1, 'cancel ID');

@@ -29,6 +29,7 @@ export function resultLine(m: MessageView): string {
 export function runLines(m: MessageView, changed: boolean, streamed = false): string[] {
   if (changed) return m.role === 'tool' && m.cut === 'context' ? [`  ✂ #${m.index} ${m.name} cut to ${formatBytes(m.bytes)} after a context-window rejection`] : [];
   if (m.role === 'tool') return [resultLine(m)];
+  if (m.role === 'compaction') return [`  ══ compacted: ${m.boundary} (${formatBytes(m.bytes)}) ══`];
   if (m.role === 'assistant' && m.toolCalls?.length) {
     const lines = m.content.trim() && !streamed ? [`  · ${clip(m.content, 200)}`] : [];
     return lines.concat(m.toolCalls.map((c) => `  → ${c.name} ${clip(JSON.stringify(c.arguments), 160)}`));
@@ -147,7 +148,13 @@ export function sessionsTable(sessions: SessionSummaryView[]): string {
   );
 }
 
-/** `show`: the header, then each message with its size and marks; long tool results show their head. */
+/** A compaction record: the boundary it draws (which messages the model no longer sees), then the summary it sees. */
+export function compactionLines(m: MessageView): string[] {
+  return [`  ══ #${m.index} compaction · ${formatBytes(m.bytes)} · ${m.boundary} ══`, ...m.content.split('\n').map((l) => `    ${l}`)];
+}
+
+/** `show`: the header, then each message with its size and marks; long tool results show their head; a compaction
+ * record shows the boundary and the whole summary the model sees from there on. */
 export function transcript(s: { session_id: string; status: string; provider: string; model: string | null; bytes: number; lastError: string | null; estimatedContextTokens?: number; contextBudget?: { tokens: number | null; source: string } | null; pendingApprovals: ApprovalView[] }, messages: MessageView[], full: boolean): string {
   const out = [`session ${s.session_id} · ${s.status} · ${s.provider}${s.model ? ` / ${s.model}` : ''} · ${messages.length} messages · ${formatBytes(s.bytes)}`];
   if (s.estimatedContextTokens !== undefined) {
@@ -156,6 +163,10 @@ export function transcript(s: { session_id: string; status: string; provider: st
   }
   if (s.lastError) out.push(`last error: ${s.lastError}`);
   for (const m of messages) {
+    if (m.role === 'compaction') {
+      out.push(...compactionLines(m));
+      continue;
+    }
     const who = m.role === 'tool' ? `tool ${m.name}` : m.role;
     out.push(`#${m.index} ${who} · ${formatBytes(m.bytes)}${marks(m)}`);
     // A tool result is one long JSON line: its head is enough to see what it was, --full shows it whole.

@@ -2,6 +2,7 @@ import { expect } from 'chai';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { ContextLimits, contextBudget, estimateTokens } from '../agent/contextBudget.js';
+import { requestMessages } from '../agent/compaction.js';
 import { catalogWindow, NEWER_THAN_CATALOG } from '../agent/modelCatalog.js';
 import { tokenCounter } from '../agent/tokenCount.js';
 import { countTokens } from 'gpt-tokenizer/model/gpt-4.1-mini';
@@ -84,7 +85,7 @@ describe('context budget', () => {
     const ops = createOperations({ ...h.deps, changeConfig: () => Promise.reject(new Error('none')), persistedConfig: () => ({}), instance: { version: 't', startedAt: '' } });
     const view = (await ops.get_agent_session.handle({ session_id: s.session_id }, user)) as { estimatedWith: string; estimatedContextTokens: number };
     expect(view.estimatedWith).to.equal('gpt-tokenizer gpt-4.1-mini');
-    expect(view.estimatedContextTokens).to.be.below(estimateTokens({ system: SYSTEM_PROMPT, tools: h.deps.tools.specs(), messages: s.messages }));
+    expect(view.estimatedContextTokens).to.be.below(estimateTokens({ system: SYSTEM_PROMPT, tools: h.deps.tools.specs(), messages: requestMessages(s.messages) }));
     const other = harness([text('hi')], { model: 'llama3.1' });
     const s2 = await prompt(other, 'hello');
     const ops2 = createOperations({ ...other.deps, changeConfig: () => Promise.reject(new Error('none')), persistedConfig: () => ({}), instance: { version: 't', startedAt: '' } });
@@ -164,7 +165,7 @@ describe('context budget', () => {
   const read = () => calls(['read_file', { root: 'logs', path: 'pf.log' }]);
 
   it('pre-flight shrinks from the newest group, group by group, until the request fits, without a rejection', async () => {
-    const h = harness([read(), read(), read(), text('done')], { contextWindowTokens: 12_000, maxTokens: 1000 });
+    const h = harness([read(), read(), read(), text('done')], { contextWindowTokens: 12_000, maxTokens: 1000, compaction: false });
     seed(h);
     const s = await prompt(h, 'read three times');
     expect(s.status, s.lastError ?? '').to.equal('completed');
@@ -174,18 +175,22 @@ describe('context budget', () => {
     for (const input of h.backend.inputs) expect(estimateTokens(input)).to.be.at.most(11_000);
   });
 
-  it('when nothing is left to cut, the run ends error without sending', async () => {
-    const h = harness([text('never sent')], { contextWindowTokens: 2000, maxTokens: 500 });
-    const s = await prompt(h, 'x'.repeat(20_000));
+  it('when nothing is left to cut, the run ends error without sending; with compaction on, the error says the prompt alone does not fit', async () => {
+    const off = harness([text('never sent')], { contextWindowTokens: 2000, maxTokens: 500, compaction: false });
+    const s = await prompt(off, 'x'.repeat(20_000));
     expect(s.status).to.equal('error');
-    expect(s.lastError).to.match(/^The conversation does not fit the model's context window: about \d+ tokens against a budget of 1500 \(agent\.contextWindowTokens \(2000\) less agent\.maxTokens \(500\)\), and no tool result is left to cut\. Nothing was sent\. To continue: shorten the prompt, or start a new session\.$/);
-    expect(h.backend.inputs).to.have.length(0);
+    expect(s.lastError).to.match(/^The conversation does not fit the model's context window: about \d+ tokens against a budget of 1500 \(agent\.contextWindowTokens \(2000\) less agent\.maxTokens \(500\)\), and no tool result is left to cut\. Nothing was sent\. To continue: shorten the prompt, or start a new session, or turn agent\.compaction on\.$/);
+    expect(off.backend.inputs).to.have.length(0);
+    const on = harness([text('never sent')], { contextWindowTokens: 2000, maxTokens: 500 });
+    const s2 = await prompt(on, 'x'.repeat(20_000));
+    expect(s2.lastError).to.match(/^The prompt being answered does not fit the model's context window even alone: about \d+ tokens \(the system prompt and tool list, the summary of everything before, the prompt and its newest results\) against a budget of 1500 \(agent\.contextWindowTokens \(2000\) less agent\.maxTokens \(500\)\), and no tool result is left to cut\. Nothing was sent\. To continue: shorten the prompt, or use a model with a larger window \(agent\.model, agent\.contextWindowTokens\)\.$/);
+    expect(on.backend.inputs).to.have.length(0);
   });
 
   it('a rejection the estimate let through is learned and used from then on', async () => {
     const limits = new ContextLimits();
     const tooLong = new ModelError('too long', 'scripted', 400, true);
-    const h = harness([read(), tooLong, text('ok'), read(), text('fine')]);
+    const h = harness([read(), tooLong, text('ok'), read(), text('fine')], { compaction: false });
     h.deps.limits = limits;
     seed(h);
     const s = await prompt(h, 'read');

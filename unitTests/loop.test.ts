@@ -240,11 +240,19 @@ describe('context-window recovery (generateTurn)', () => {
     expect(toolMessages(s)).to.have.length(1);
   });
 
-  it('nothing left to cut ends error without a retry', async () => {
+  it('nothing left to cut ends error without a retry (compaction off: today\'s advice)', async () => {
+    const h = harness([tooLong()], { compaction: false });
+    const s = await prompt(h, 'x'.repeat(10_000));
+    expect(s.status).to.equal('error');
+    expect(s.lastError).to.match(/no tool result is left to cut .*shorten the prompt, or start a new session, or turn agent\.compaction on\.$/);
+    expect(h.backend.inputs).to.have.length(1);
+  });
+
+  it('nothing left to cut and nothing before the prompt to compact: the error says the prompt alone does not fit', async () => {
     const h = harness([tooLong()]);
     const s = await prompt(h, 'x'.repeat(10_000));
     expect(s.status).to.equal('error');
-    expect(s.lastError).to.match(/no tool result is left to cut .*shorten the prompt, or start a new session\.$/);
+    expect(s.lastError).to.match(/^The prompt being answered does not fit the model's context window even alone \(scripted request failed \(HTTP 400\): prompt is too long\): no tool result is left to cut, and everything before the prompt is already a summary\. To continue: shorten the prompt, or use a model with a larger window\.$/);
     expect(h.backend.inputs).to.have.length(1);
   });
 

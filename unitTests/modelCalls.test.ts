@@ -43,9 +43,9 @@ describe('model-call records', () => {
     ];
     const records = callRecords(sent, { usage: { inputTokens: 1000, outputTokens: 200 }, estimate: 5000 }, context);
     expect(records.map(({ id: _id, ...r }) => r)).to.deep.equal([
-      { session_id: 's1', at: 1000, node: 'n1', provider: 'anthropic', host: 'api.anthropic.com', model: 'm', requestBytes: 100, status: 429, inputTokens: null, outputTokens: null, latencyMs: 200, errorClass: 'rate_limit', costUsd: 0, tokensEstimated: false, streamed: true },
-      { session_id: 's1', at: 2000, node: 'n1', provider: 'anthropic', host: 'api.anthropic.com', model: 'm', requestBytes: 100, status: 529, inputTokens: null, outputTokens: null, latencyMs: 100, errorClass: 'server', costUsd: 0, tokensEstimated: false, streamed: true },
-      { session_id: 's1', at: 3000, node: 'n1', provider: 'anthropic', host: 'api.anthropic.com', model: 'm', requestBytes: 100, status: 200, inputTokens: 1000, outputTokens: 200, latencyMs: 7000, errorClass: null, costUsd: (1000 * 3 + 200 * 15) / 1e6, tokensEstimated: false, streamed: true },
+      { session_id: 's1', at: 1000, node: 'n1', provider: 'anthropic', host: 'api.anthropic.com', model: 'm', requestBytes: 100, status: 429, inputTokens: null, outputTokens: null, latencyMs: 200, errorClass: 'rate_limit', costUsd: 0, tokensEstimated: false, streamed: true, purpose: 'turn' },
+      { session_id: 's1', at: 2000, node: 'n1', provider: 'anthropic', host: 'api.anthropic.com', model: 'm', requestBytes: 100, status: 529, inputTokens: null, outputTokens: null, latencyMs: 100, errorClass: 'server', costUsd: 0, tokensEstimated: false, streamed: true, purpose: 'turn' },
+      { session_id: 's1', at: 3000, node: 'n1', provider: 'anthropic', host: 'api.anthropic.com', model: 'm', requestBytes: 100, status: 200, inputTokens: 1000, outputTokens: 200, latencyMs: 7000, errorClass: null, costUsd: (1000 * 3 + 200 * 15) / 1e6, tokensEstimated: false, streamed: true, purpose: 'turn' },
     ]);
   });
 

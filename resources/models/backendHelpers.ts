@@ -212,3 +212,14 @@ export const providerErrors: ProviderErrors = {
   contextWindow: (provider, message, code) => new ModelError(message, provider, 400, true, code),
   isAbort: isAbortError,
 };
+
+/** In a compaction summary cut inside a turn, the heading under which the prompt being answered is restated whole. */
+export const CURRENT_PROMPT_HEADING = "The operator's prompt being answered, kept whole";
+
+/** What a user message asks: itself or, for a compaction summary that restates the prompt being answered, that prompt. */
+export function promptText(content: string): string {
+  const at = content.lastIndexOf(`\n\n${CURRENT_PROMPT_HEADING}`);
+  if (at < 0) return content;
+  const body = content.slice(at + 2);
+  return body.slice(body.indexOf(':\n') + 2);
+}

@@ -3,6 +3,7 @@
 // it pages through the file with read_file to the end, then answers with line counts and the lines that mention
 // "error". Its every decision is derived from the transcript, so it survives approvals and restarts. As the system
 // prompt asks of a model, it notes what it needs from each page as it reads (older pages are cut by the working set).
+import { promptText } from './backendHelpers.js';
 import type { BackendRegistration } from './models.js';
 import type { GenerateInput, GenerateOutput, Message, ModelBackend, ToolMessage } from './types.js';
 
@@ -125,7 +126,8 @@ export class LocalBackend implements ModelBackend {
     const messages = input.messages;
     let u = messages.length - 1;
     while (u >= 0 && messages[u]!.role !== 'user') u--;
-    const prompt = u >= 0 ? (messages[u] as Extract<Message, { role: 'user' }>).content : '';
+    // After a compaction cut inside this prompt's turn, the newest user message is the summary restating the prompt.
+    const prompt = u >= 0 ? promptText((messages[u] as Extract<Message, { role: 'user' }>).content) : '';
     const since = messages.slice(u + 1);
     const results = since.filter((m): m is ToolMessage => m.role === 'tool');
     const usage = { inputTokens: Math.ceil(Buffer.byteLength(JSON.stringify(input)) / 4), outputTokens: 0 };
