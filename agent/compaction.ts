@@ -67,9 +67,10 @@ export interface CompactionPlan {
 const storedBytes = (m: StoredMessage) => Buffer.byteLength(JSON.stringify(m));
 
 /**
- * Where to cut: the earliest boundary whose kept messages fit `keepBytes` (JSON bytes), so the newest turns stay
- * whole. Boundaries are prompts and, inside the turn being answered, model turns (an assistant message and its
- * results). The newest prompt's turn or, inside it, the newest model turn always stays. `all` (on demand, between runs)
+ * Where to cut, so the newest turns stay whole: the earliest earlier prompt whose kept messages fit `keepBytes` (JSON
+ * bytes); else the prompt being answered, whole, if its turn fits twice that (all the room there is: it is kept whole
+ * whenever the window allows); else, inside its turn, the earliest model turn (an assistant message and its results)
+ * that fits `keepBytes`, the prompt restated; the newest model turn always stays. `all` (on demand, between runs)
  * covers every message. null: nothing new to cover.
  */
 export function planCompaction(messages: readonly StoredMessage[], keepBytes: number, all = false): CompactionPlan | null {
@@ -93,7 +94,7 @@ export function planCompaction(messages: readonly StoredMessage[], keepBytes: nu
       if (!isCompaction(messages[i]!)) tail += storedBytes(messages[i]!);
       suffix.set(i, tail);
     }
-    const fits = boundaries.find((b) => suffix.get(b)! <= keepBytes);
+    const fits = boundaries.find((b) => b < lastUser && suffix.get(b)! <= keepBytes) ?? (lastUser >= from && suffix.get(lastUser)! <= 2 * keepBytes ? lastUser : boundaries.find((b) => b > lastUser && suffix.get(b)! <= keepBytes));
     if (fits !== undefined && fits < keepFrom) keepFrom = fits;
   }
   const plan: CompactionPlan = { from, keepFrom, ...(previous ? { previous } : {}) };

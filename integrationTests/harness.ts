@@ -108,6 +108,22 @@ export class TestHarper {
     }
   }
 
+  /** Prompts and waits for the run to end, polling only the session's row (cheap however long the transcript is);
+   * answers the row's status and lastError. */
+  async promptLight(message: string, session_id?: string, timeoutMs = 60_000): Promise<{ session_id: string; status: string; lastError: string | null }> {
+    const r = await this.op({ operation: 'agent_prompt', message, ...(session_id ? { session_id } : {}) });
+    if (r.status !== 200) throw new Error(`agent_prompt ${r.status}: ${JSON.stringify(r.body)}`);
+    const id = r.body.session_id as string;
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const row = await this.op({ operation: 'search_by_id', database: 'agent', table: 'AgentSession', ids: [id], get_attributes: ['status', 'lastError'] });
+      const { status, lastError } = row.body[0] ?? {};
+      if (status && status !== 'running') return { session_id: id, status, lastError: lastError ?? null };
+      if (Date.now() > deadline) throw new Error(`session ${id} still ${status} after ${timeoutMs} ms`);
+      await new Promise((res) => setTimeout(res, 10));
+    }
+  }
+
   /** Prompts and waits for the run to end. */
   async prompt(message: string, session_id?: string): Promise<any> {
     const r = await this.op({ operation: 'agent_prompt', message, ...(session_id ? { session_id } : {}) });

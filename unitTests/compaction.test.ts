@@ -58,14 +58,17 @@ describe('compaction: where it cuts and what stays whole', () => {
   const m: StoredMessage[] = [u('q0'), a('', 'c0'), page('c0'), a('ans0'), u('q1'), a('', 'c1'), page('c1'), a('ans1'), u('q2'), a('', 'c2'), page('c2'), a('ans2'), u('q3'), a('', 'c3'), page('c3'), a('', 'c4'), page('c4')];
   const bytesFrom = (i: number) => m.slice(i).reduce((n, x) => n + Buffer.byteLength(JSON.stringify(x)), 0);
 
-  it('keeps the earliest prompt boundary whose messages fit; everything before is covered', () => {
+  it('keeps the earliest earlier prompt whose messages fit; else the prompt being answered whole if its turn fits twice the room', () => {
     const plan = planCompaction(m, bytesFrom(8))!;
     expect(plan).to.deep.equal({ from: 0, keepFrom: 8 });
     expect(planCompaction(m, bytesFrom(8) - 1)!.keepFrom).to.equal(12);
+    expect(planCompaction(m, Math.ceil(bytesFrom(12) / 2))!.keepFrom).to.equal(12);
   });
 
   it('when the prompt being answered does not fit, cuts inside its turn at a model turn and restates the prompt', () => {
-    const plan = planCompaction(m, bytesFrom(15))!;
+    const keep = Math.ceil(bytesFrom(12) / 2) - 1;
+    expect(keep).to.be.at.least(bytesFrom(15));
+    const plan = planCompaction(m, keep)!;
     expect(plan).to.deep.equal({ from: 0, keepFrom: 15, currentPrompt: { index: 12, content: 'q3' } });
   });
 

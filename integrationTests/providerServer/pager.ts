@@ -54,3 +54,34 @@ export function readerResponder(root: string, file: string): Responder {
     return { toolCalls: [{ name: 'read_file', arguments: { root, path: file, ...newestCursor(req) } }] };
   };
 }
+
+/** A request the agent sent to have older messages summarized (compaction): it carries the compaction instructions as
+ * its system prompt and no tools. */
+export const isSummaryRequest = (req: NeutralRequest) => req.tools.length === 0 && (req.systems[0] ?? '').startsWith('You compact the transcript');
+
+/**
+ * A long investigation, one prompt after another: each prompt reads `pages` pages of a log (from the newest cursor the
+ * request shows; from the start again once the file ended), then answers. Asked for a summary, it writes one naming
+ * the newest cursor it was shown, or answers with `onSummary`'s turn (a failure, a hang) when one is given.
+ */
+export function sessionReader(root: string, file: string, pages: number, onSummary?: (req: NeutralRequest) => Turn | undefined): Responder {
+  return (req: NeutralRequest): Turn => {
+    if (isSummaryRequest(req)) {
+      const special = onSummary?.(req);
+      if (special) return special;
+      const text = req.messages.map((m) => m.text).join('\n');
+      const cursors = [...text.matchAll(/"nextLine":(\d+)/g)];
+      return { text: `Investigating ${file}: read up to line ${cursors.at(-1)?.[1] ?? 1}; every 40th request timed out upstream.` };
+    }
+    let since = req.messages.length - 1;
+    while (since >= 0 && req.messages[since]!.role !== 'user') since--;
+    const results = req.messages.slice(since + 1).filter((m) => m.role === 'tool');
+    // A prompt whose turn a compaction cut restates it in the summary: one more page answers it.
+    const cut = since >= 0 && req.messages[since]!.text.includes("The operator's prompt being answered, kept whole");
+    if (results.length >= (cut ? 1 : pages)) return { text: `Read ${results.length} more pages of ${file}.` };
+    // The newest page the request shows (whole or as a head): at the file's end, start over.
+    const newest = req.messages.filter((m) => m.role === 'tool' && /"(nextLine|totalLines)":/.test(m.text)).at(-1);
+    const ended = !!newest && !/"nextLine":/.test(newest.text);
+    return { toolCalls: [{ name: 'read_file', arguments: { root, path: file, ...(ended ? {} : newestCursor(req)) } }] };
+  };
+}
