@@ -21,7 +21,7 @@ import { ContextLimits, estimateTokens } from '../agent/contextBudget.js';
 import { tokenCounter } from '../agent/tokenCount.js';
 import { newRunner, startRun } from '../agent/loop.js';
 import { openChecked, resolveScoped } from '../agent/tools/scopes.js';
-import { investigatorResponder, readerResponder } from '../integrationTests/providerServer/pager.js';
+import { investigatorResponder, isSummaryRequest, readerResponder, sessionReader } from '../integrationTests/providerServer/pager.js';
 import { ProviderServer } from '../integrationTests/providerServer/server.js';
 import { writeBigLog } from '../integrationTests/recoveryScenarios.js';
 import type { Message } from '../resources/models/types.js';
@@ -134,15 +134,53 @@ async function investigation(budget: boolean) {
   }
 }
 
-/** A log read to its end in one prompt through the real loop and the real OpenAI SDK: what was sent, in bytes. */
-async function readToEnd(file: string, workingSetBytes: number) {
+/** A log read to its end in one prompt through the real loop and the real OpenAI SDK: what was sent, in bytes (the
+ * compaction summary calls among it, counted apart too). `byteLimit`: the server rejects larger requests. */
+async function readToEnd(file: string, workingSetBytes: number, byteLimit = Number.POSITIVE_INFINITY) {
   const server = await new ProviderServer().start();
   try {
-    server.responder = readerResponder('logs', file);
-    const done = await promptOnLoop(server, { workingSetBytes, model: 'bench-read', maxTurns: 500 }, `Read logs/${file} to its end.`);
+    server.reset([], byteLimit);
+    const reader = readerResponder('logs', file);
+    server.responder = (req) => (isSummaryRequest(req) ? { text: `Reading ${file}; no errors so far.` } : reader(req));
+    const done = await promptOnLoop(server, { workingSetBytes, model: `bench-read-${byteLimit}`, maxTurns: 500 }, `Read logs/${file} to its end.`);
     if (!/^Reached the end/.test(done.messages.at(-1)?.content ?? '')) throw new Error(`${file} was not read to its end: ${done.status} ${done.lastError}`);
-    const sent = server.requests.reduce((sum, r) => sum + r.bytes, 0);
-    return { requests: server.requests.length, sent, largest: Math.max(...server.requests.map((r) => r.bytes)) };
+    const sum = (rs: typeof server.requests) => rs.reduce((n, r) => n + r.bytes, 0);
+    const summaries = server.requests.filter((r) => isSummaryRequest(r.neutral));
+    return { requests: server.requests.length, sent: sum(server.requests), largest: Math.max(...server.requests.map((r) => r.bytes)), summaries: summaries.length, summaryBytes: sum(summaries), rejected: server.requests.filter((r) => r.rejected).length };
+  } finally {
+    await server.close();
+  }
+}
+
+/** One session at a 160 KB server (no window reported), prompt after prompt, each reading three pages of a 1 MB log,
+ * on the real loop and the real OpenAI SDK: the size of each prompt's largest request at the checkpoints, and what
+ * the summary calls cost. The working set is off: compaction alone bounds the requests (and the in-memory store is not
+ * re-read for the working set's cuts, which would measure the store, not the requests). */
+async function longSession(prompts: number, checkpoints: number[]) {
+  const server = await new ProviderServer().start();
+  try {
+    server.reset([], 160_000);
+    server.responder = sessionReader('logs', 'inv.log', 3);
+    const config = { ...defaultConfig(), provider: 'openai', baseUrl: `${server.url}/v1`, apiKey: 'k', maxRetries: 0, model: 'bench-long', maxTurns: 20, workingSetBytes: 0 };
+    const { store } = memoryStore();
+    const deps = { store, tools: createToolRegistry(defaultTools), scopes: ctx().scopes, config: () => config, limits: new ContextLimits() };
+    const s = await store.create({ user: 'bench', provider: 'openai', model: config.model });
+    const at = new Map<number, number>();
+    for (let i = 1; i <= prompts; i++) {
+      const first = server.requests.length;
+      const runner = newRunner(null);
+      await store.mutate(s.session_id, (row) => {
+        row.status = 'running';
+        row.runner = runner;
+        return [{ role: 'user', content: `Go on reading logs/inv.log (${i}).` }];
+      });
+      await startRun(deps, s.session_id, runner).done;
+      const h = (await store.header(s.session_id))!;
+      if (h.status !== 'completed') throw new Error(`prompt ${i} ended ${h.status}: ${h.lastError}`);
+      if (checkpoints.includes(i)) at.set(i, Math.max(...server.requests.slice(first).filter((r) => !isSummaryRequest(r.neutral)).map((r) => r.bytes)));
+    }
+    const summaries = server.requests.filter((r) => isSummaryRequest(r.neutral));
+    return { at, requests: server.requests.length, summaries: summaries.length, summaryBytes: summaries.reduce((n, r) => n + r.bytes, 0), rejected: server.requests.filter((r) => r.rejected).length };
   } finally {
     await server.close();
   }
@@ -285,12 +323,31 @@ async function main() {
     const on = await readToEnd(name, working);
     const off = await readToEnd(name, 0);
     row(
-      `bytes sent to read a ${bytes / MiB} MiB log to its end (real OpenAI SDK, ${on.requests} requests), working set ${fmt(working / 1024, 0)} KiB / off`,
+      `bytes sent to read a ${bytes / MiB} MiB log to its end (real OpenAI SDK, ${on.requests} requests), no window known (no compaction), working set ${fmt(working / 1024, 0)} KiB / off`,
       `${fmt(on.sent / bytes, 1)}x / ${fmt(off.sent / bytes, 1)}x (largest request ${fmt(on.largest / 1024, 0)} KiB / ${fmt(off.largest / 1024, 0)} KiB)`,
       bytes === MiB ? '<= 4x' : 'for comparison',
       bytes === MiB ? on.sent <= 4 * bytes : null
     );
+    // The same at a server that rejects requests over 160 KB: its first rejection teaches the budget, then compaction
+    // keeps requests under it; the summary calls' bytes are in the total.
+    const compacting = await readToEnd(name, working, 160_000);
+    row(
+      `bytes sent to read a ${bytes / MiB} MiB log to its end at a 160 KB server (compaction on, working set ${fmt(working / 1024, 0)} KiB; ${compacting.requests} requests, ${compacting.rejected} rejected)`,
+      `${fmt(compacting.sent / bytes, 1)}x, of which ${compacting.summaries} summary calls ${fmt(compacting.summaryBytes / bytes, 2)}x (largest request ${fmt(compacting.largest / 1024, 0)} KiB)`,
+      '<= 3x',
+      compacting.sent <= 3 * bytes
+    );
   }
+
+  // 9b. One session that lives for 1,000 prompts at a 160 KB server: its requests stay the size they were at prompt 10.
+  const long = await longSession(1000, [10, 100, 1000]);
+  const [r10, r100, r1000] = [10, 100, 1000].map((i) => long.at.get(i)!);
+  row(
+    `largest request at prompt 10 / 100 / 1,000 of one session, three 32 KB pages a prompt, a 160 KB server, working set off (real OpenAI SDK; ${long.requests} requests, ${long.rejected} rejected)`,
+    `${fmt(r10!, 0)} / ${fmt(r100!, 0)} / ${fmt(r1000!, 0)} bytes; ${long.summaries} summary calls, ${fmt(long.summaryBytes / 1e6, 1)} MB`,
+    'prompt 1,000 within 1.1x of prompt 10; every prompt completes',
+    r1000! <= 1.1 * r10!
+  );
 
   // 10. The pre-flight estimate against the model's own count, per provider, on an investigation request (system
   // prompt, every tool, a 32 KB log page). OpenAI's count is its tokenizer's (what it reports as usage, computed

@@ -6,7 +6,7 @@ import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { AgentClient } from '../cli/client.js';
 import { bootCluster, eventually, stopCluster, type ClusterNode } from './cluster.js';
-import { investigatorResponder } from './providerServer/pager.js';
+import { investigatorResponder, isSummaryRequest } from './providerServer/pager.js';
 import { ProviderServer } from './providerServer/server.js';
 import { providerSettings } from './recoveryScenarios.js';
 
@@ -140,6 +140,22 @@ describe('a two-node Harper cluster', function () {
     expect(server.requests).to.have.length(1);
     expect((await session(a, id)).messageCount).to.equal(onA.messageCount);
     await eventually(async () => expect((await session(b, id)).status).to.equal('aborted'));
+  });
+
+  it("compact_agent_session sent to B compacts A's session on A: one summary call from A, the record on both nodes", async () => {
+    expect((await a.h.setConfig({ ...providerSettings('openai', server), maxTurns: 77 })).status).to.equal(200);
+    server.reset([{ text: 'Nothing failed in the last hour.' }, { text: 'The operator asked what failed; nothing did.' }]);
+    const started = await a.h.op({ operation: 'agent_prompt', message: 'what failed?' });
+    const id = started.body.session_id as string;
+    await eventually(async () => expect((await session(a, id)).status).to.equal('completed'), 10_000);
+    const answer = await b.h.op({ operation: 'compact_agent_session', session_id: id });
+    expect(answer.status, JSON.stringify(answer.body)).to.equal(200);
+    expect(answer.body.compaction).to.include({ index: 2, keepFrom: 2, compactedBy: 'model' });
+    expect(answer.body.compaction.content).to.equal('[Summary of messages #0-#1 of this session, written by the model. The messages after it follow whole.]\nThe operator asked what failed; nothing did.');
+    expect(server.requests.map((r) => isSummaryRequest(r.neutral))).to.deep.equal([false, true]);
+    const calls = (await a.h.op({ operation: 'list_agent_model_calls', session_id: id })).body.calls;
+    expect(calls.map((c: any) => [c.purpose, c.node])).to.deep.equal([['turn', a.name], ['compaction', a.name]]);
+    await eventually(async () => expect((await session(b, id)).messages.at(-1)).to.include({ role: 'compaction', keepFrom: 2, content: answer.body.compaction.content }), 10_000);
   });
 
   it("a streaming answer on A is seen from B as it is written, before A stores it", async () => {
