@@ -62,7 +62,9 @@ describe('a two-node Harper cluster', function () {
     writeFileSync(path.join(a.h.logsDir, 'cluster.log'), Array.from({ length: 40_000 }, (_, i) => `line ${i} ERROR nothing to see`).join('\n') + '\n');
     server.reset();
     server.responder = investigatorResponder('logs', 'cluster.log', 12);
-    server.delayMs = 400;
+    // Each model call takes 1.5 s, so A's 13 calls (about 20 s) outlast B's SIGKILL, restart and boot (about 10 s here);
+    // at 400 ms A's run sometimes finished before B was back (issue 32).
+    server.delayMs = 1500;
     // A session that B owns, for the 503 below.
     const local = await b.h.op({ operation: 'list_agent_sessions' });
     expect(local.status).to.equal(200);
