@@ -169,6 +169,31 @@ describe('the admin page in headless Chromium', function () {
     expect((await suite.h.setConfig({ workingSetBytes: null })).status).to.equal(200);
   });
 
+  it('draws a compaction\'s boundary above the summary the model sees, live, and again after a reload', async () => {
+    await open();
+    await page.fill('#prompt', 'summarize logs/page.log');
+    await page.click('#send');
+    await waitForStatus('completed');
+    const id = await currentId();
+    const before = (await suite.h.row(id)).messages.length;
+    const compacted = await suite.h.op({ operation: 'compact_agent_session', session_id: id });
+    expect(compacted.status, JSON.stringify(compacted.body)).to.equal(200);
+    const record = compacted.body.compaction;
+    const boundary = `the model sees a deterministic digest below instead of messages #0-#${before - 1} (the local backend is not a model)`;
+    expect(record.boundary).to.equal(boundary);
+    for (const reload of [false, true]) {
+      if (reload) await page.reload();
+      await page.waitForFunction((n) => document.querySelectorAll('#transcript > li').length === n, before + 1);
+      const item = page.locator('#transcript > li.compaction');
+      expect(await item.count()).to.equal(1);
+      expect(await item.locator('.boundary').textContent()).to.equal(boundary);
+      expect(await item.locator('.who').textContent()).to.equal('compaction');
+      expect(await item.locator('.bytes').textContent()).to.equal(fmt(messageBytes({ role: 'compaction', content: record.content, keepFrom: before, compactedBy: 'digest' })));
+      expect(await item.locator('pre').textContent()).to.equal(record.content);
+    }
+    await page.screenshot({ path: path.join(OUTPUT, 'admin-compaction.png'), fullPage: true });
+  });
+
   it('keeps following across a restart of Harper\'s worker threads: the page reconnects by itself', async () => {
     const done = await suite.h.prompt('hello');
     await open(`#session=${done.session_id}`);

@@ -160,6 +160,11 @@ describe('compaction: a session never dies of its length', function () {
     expect(records.length).to.be.greaterThan(10);
     for (const r of records) expect([r.compactedBy, r.detail]).to.deep.equal(['digest', 'the local backend is not a model']);
     expect(s.messages.filter((m: any) => m.role === 'user')).to.have.length(300);
+    // Every answer covers the whole file, compacted or not: the local backend's newest note carries its tally.
+    const answers = s.messages.filter((m: any) => m.role === 'assistant' && !m.toolCalls?.length).map((m: any) => m.content);
+    expect(answers).to.have.length(300);
+    expect(answers[0]).to.match(/^logs\/three\.log: 1201 lines, 96000 bytes, read in 3 page\(s\); 96000 bytes of text seen\. 12 line\(s\) mention "error"; the first 5:\n- line 1: /);
+    expect(new Set(answers).size).to.equal(1);
     expect(s.estimatedContextTokens).to.be.at.most(s.contextBudget.tokens);
     console.log(`      local: 300 prompts, ${s.messages.length} messages stored, ${records.length} digests; the next request about ${s.estimatedContextTokens.toLocaleString('en-US')} tokens of a ${s.contextBudget.tokens.toLocaleString('en-US')}-token budget`);
     expect((await h.op({ operation: 'list_agent_model_calls', session_id: id })).body.calls).to.have.length(0);

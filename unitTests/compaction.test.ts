@@ -220,8 +220,9 @@ describe('compaction in the loop', () => {
     expect(records.length).to.be.at.least(1);
     for (const r of records) expect([r.compactedBy, r.detail]).to.deep.equal(['digest', 'the local backend is not a model']);
     expect(records[0]!.content).to.contain(`${CURRENT_PROMPT_HEADING} (#0):\nsummarize logs/long.log`);
-    // It read on to the end from the cursor kept whole (what it counted before a cut inside its turn is in the digest).
-    expect(s.messages.at(-1)!.content).to.match(/^logs\/long\.log: 400 lines, /);
+    // It read on to the end from the cursor kept whole, and its answer covers the whole file: its newest note (the text
+    // of the model turn a cut inside its prompt's turn keeps) carries the tally of the pages before.
+    expect(s.messages.at(-1)!.content).to.match(/^logs\/long\.log: 400 lines, 29940 bytes, read in \d+ page\(s\); 29940 bytes of text seen\. 8 line\(s\) mention "error"; the first 5:\n- line 1: line 1 error here \.+\n- line 51: line 51 error here/);
   });
 
   it('a cancel during the summary call writes no record; the session takes the next prompt', async () => {

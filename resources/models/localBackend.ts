@@ -39,75 +39,96 @@ export function parseFileReference(prompt: string): { root: string; path: string
   return { root: m[1]!, path: (m[2] ?? '').replace(/[.)!?]+$/, '') };
 }
 
-/** What the backend keeps of a page, written as the text of its next call: enough to answer once the page is cut. */
+/**
+ * What the backend keeps of the pages read so far for the prompt, written as the text of its next call: a running
+ * tally through the newest page, so the newest note alone answers once older pages are cut by the working set or
+ * compacted away (a summary cut inside the prompt's turn keeps the newest model turn, whose text is that note).
+ */
 interface Note {
   path: string;
   size: number;
+  /** The newest page's lines, and how many of them mention "error". */
   startLine: number;
   endLine: number;
-  bytes: number;
+  pageErrors: number;
   totalLines?: number;
-  /** Lines that mention "error": how many, the first and last (a long line read in parts spans two pages), and the
-   * text of the first few of the whole file. */
+  /** Through the newest page: pages read (and cut before they were noted), bytes of text, lines that mention "error"
+   * (a long line read in parts spans two pages: counted once), the newest such line, and the first few. */
+  pages: number;
+  unread: number;
+  bytes: number;
   errors: number;
-  firstError?: number;
   lastError?: number;
   shown: [number, string][];
 }
 
 /** A note reads as a sentence, then carries its data as JSON for the backend to read back. */
 const NOTED = 'Noted ';
-const noteText = (n: Note) => `${NOTED}lines ${n.startLine}-${n.endLine} of ${n.path}: ${n.errors} mention "error". ${JSON.stringify(n)}`;
+const noteText = (n: Note) => `${NOTED}lines ${n.startLine}-${n.endLine} of ${n.path}: ${n.pageErrors} mention "error". ${JSON.stringify(n)}`;
 const readNote = (text: string): Note | null => (text.startsWith(NOTED) && text.includes('{') ? (JSON.parse(text.slice(text.indexOf('{'))) as Note) : null);
 
-function noteOf(page: Page, shownSoFar: number): Note {
-  const errors: number[] = [];
-  const shown: [number, string][] = [];
+/** The tally with one more page. */
+function addPage(before: Note | null, page: Page): Note {
+  const errorLines: number[] = [];
+  const shown: [number, string][] = [...(before?.shown ?? [])];
   page.content.split('\n').forEach((line, i) => {
     if (!ERROR_LINE.test(line)) return;
-    errors.push(page.startLine + i);
-    if (shownSoFar + shown.length < SHOWN_ERRORS) shown.push([page.startLine + i, line.replace(/\r$/, '').slice(0, 160)]);
+    const at = page.startLine + i;
+    errorLines.push(at);
+    if (shown.length < SHOWN_ERRORS && shown.at(-1)?.[0] !== at) shown.push([at, line.replace(/\r$/, '').slice(0, 160)]);
   });
   const lines = page.content.split('\n').length - (page.content.endsWith('\n') ? 1 : 0);
-  const note: Note = { path: page.path, size: page.size, startLine: page.startLine, endLine: page.startLine + Math.max(lines, 1) - 1, bytes: Buffer.byteLength(page.content), errors: errors.length, shown };
-  if (errors.length) Object.assign(note, { firstError: errors[0], lastError: errors[errors.length - 1] });
+  const continued = before?.lastError !== undefined && errorLines[0] === before.lastError ? 1 : 0;
+  const note: Note = {
+    path: page.path,
+    size: page.size,
+    startLine: page.startLine,
+    endLine: page.startLine + Math.max(lines, 1) - 1,
+    pageErrors: errorLines.length,
+    pages: (before?.pages ?? 0) + 1,
+    unread: before?.unread ?? 0,
+    bytes: (before?.bytes ?? 0) + Buffer.byteLength(page.content),
+    errors: (before?.errors ?? 0) + errorLines.length - continued,
+    shown,
+  };
+  const lastError = errorLines.at(-1) ?? before?.lastError;
+  if (lastError !== undefined) note.lastError = lastError;
   if (page.totalLines !== undefined) note.totalLines = page.totalLines;
   return note;
 }
 
-/** The notes of the pages read since the prompt: each page's own, or, for a page since cut, the note written after it. */
-function notesSince(since: Message[]): (Note | { error: string } | null)[] {
-  const notes: (Note | { error: string } | null)[] = [];
-  let shown = 0;
-  since.forEach((m, i) => {
-    if (m.role !== 'tool' || m.name !== 'read_file') return;
-    const page = parse(m);
+/** The tally through the newest page read since the prompt: the newest note written (through the page before it),
+ * plus the pages after it; an unreadable page counts as unread; a page that failed is the answer. */
+function tallySince(since: Message[]): Note | { error: string } | null {
+  let tally: Note | null = null;
+  let unread = 0; // pages cut before any tally: added to the first one
+  for (let i = 0; i < since.length; i++) {
+    const m = since[i]!;
+    if (m.role === 'assistant') tally = readNote(m.content) ?? tally;
+    if (m.role !== 'tool' || m.name !== 'read_file') continue;
     const next = since[i + 1];
-    const written = next?.role === 'assistant' ? readNote(next.content) : null;
-    const note = page?.error ? { error: page.error } : page && typeof page.content === 'string' ? noteOf(page, shown) : written;
-    if (note && 'shown' in note) shown += note.shown.length;
-    notes.push(note);
-  });
-  return notes;
+    if (next?.role === 'assistant' && readNote(next.content)) continue; // that note counts this page
+    const page = parse(m);
+    if (page?.error) return { error: page.error };
+    if (page && typeof page.content === 'string') {
+      tally = addPage(tally, page);
+      tally.unread += unread;
+      unread = 0;
+    } else if (tally) tally = { ...tally, unread: tally.unread + 1 };
+    else unread++;
+  }
+  return tally;
 }
 
 function summarize(ref: { root: string; path: string }, since: Message[]): string {
-  const notes = notesSince(since);
-  const last = notes[notes.length - 1];
-  if (last && 'error' in last) return `I could not read ${ref.root}/${ref.path}: ${last.error}`;
-  const ok = notes.filter((n): n is Note => !!n && !('error' in n));
-  if (ok.length === 0) return `I could not read ${ref.root}/${ref.path}: the tool result was cut before I could parse it.`;
-  // A long line read in parts is one line, though two pages count it.
-  const errors = ok.reduce((sum, n, i) => sum + n.errors - (i > 0 && n.firstError !== undefined && n.firstError === ok[i - 1]!.lastError ? 1 : 0), 0);
-  const bytes = ok.reduce((sum, n) => sum + n.bytes, 0);
-  const end = ok[ok.length - 1]!;
+  const end = tallySince(since);
+  if (end && 'error' in end) return `I could not read ${ref.root}/${ref.path}: ${end.error}`;
+  if (!end) return `I could not read ${ref.root}/${ref.path}: the tool result was cut before I could parse it.`;
   const lines = end.totalLines !== undefined ? `${end.totalLines} lines` : `at least ${end.startLine} lines`;
-  const unread = notes.length - ok.length;
-  let text = `${end.path}: ${lines}, ${end.size} bytes, read in ${ok.length} page(s)${unread ? ` (${unread} page(s) were cut and not parsed)` : ''}; ${bytes} bytes of text seen.`;
-  if (errors === 0) return `${text} No line mentions "error".`;
-  const shown = ok.flatMap((n) => n.shown).filter(([line], i, all) => i === 0 || line !== all[i - 1]![0]).slice(0, SHOWN_ERRORS);
-  text += ` ${errors} line(s) mention "error"; the first ${shown.length}:`;
-  for (const [line, content] of shown) text += `\n- line ${line}: ${content}`;
+  let text = `${end.path}: ${lines}, ${end.size} bytes, read in ${end.pages} page(s)${end.unread ? ` (${end.unread} page(s) were cut and not parsed)` : ''}; ${end.bytes} bytes of text seen.`;
+  if (end.errors === 0) return `${text} No line mentions "error".`;
+  text += ` ${end.errors} line(s) mention "error"; the first ${end.shown.length}:`;
+  for (const [line, content] of end.shown) text += `\n- line ${line}: ${content}`;
   return text;
 }
 
@@ -158,9 +179,7 @@ export class LocalBackend implements ModelBackend {
       return answer(`${ref.root}/${ref.path} has ${listed.total} entries: ${names}`);
     }
     if (page && !page.error && page.nextOffset !== undefined) {
-      const notes = notesSince(since);
-      const note = notes[notes.length - 1] as Note;
-      return call('read_file', { root: ref.root, path: ref.path, startLine: page.nextLine, offset: page.nextOffset }, noteText(note));
+      return call('read_file', { root: ref.root, path: ref.path, startLine: page.nextLine, offset: page.nextOffset }, noteText(tallySince(since) as Note));
     }
     return answer(summarize(ref, since));
   }
