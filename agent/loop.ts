@@ -8,7 +8,7 @@ import { answeredTranscript, isAbortError, isModelError, ModelError, providerErr
 import { Models } from '../resources/models/models.js';
 import type { GenerateInput, GenerateOutput, Message, ModelBackend, ToolCall, ToolMessage } from '../resources/models/types.js';
 import type { AgentConfig } from './agent.js';
-import { COMPACTION_SYSTEM, compactionContent, compactionSizes, digest, planCompaction, requestMessages, segmentBlocks, splitParts, summaryPrompt, type CompactionRecord, type CompactionSizes, type StoredMessage } from './compaction.js';
+import { COMPACTION_SYSTEM, compactionContent, compactionSizes, digest, planCompaction, requestMessages, segmentBlocks, splitParts, summaryPrompt, type CompactionPlan, type CompactionRecord, type CompactionSizes, type StoredMessage } from './compaction.js';
 import { contextBudget, estimateTokens, type Budget, type ContextLimits, type ModelTarget } from './contextBudget.js';
 import { callRecords, costOf, priceOf, RunMeter, totals, usd, type ModelCallLog } from './modelCalls.js';
 import { LiveWriter, type LiveEvent } from './sessionFeed.js';
@@ -337,7 +337,7 @@ type Written = { summary: string; by: 'model' | 'digest'; detail?: string };
 
 /** The summary of what a plan covers: the model's, through the same backend, call log, spending limits and classifier;
  * the digest when the provider is local or the call is refused, fails or overflows. */
-async function writeSummary(deps: LoopDeps, session: Session, req: TurnRequest, plan: ReturnType<typeof planCompaction> & object, sizes: CompactionSizes): Promise<Written> {
+async function writeSummary(deps: LoopDeps, session: Session, req: TurnRequest, plan: CompactionPlan, sizes: CompactionSizes): Promise<Written> {
   const fallback = (why: string): Written => ({ summary: digest(session.messages, plan, sizes.digestBytes), by: 'digest', detail: why });
   if (req.backend.provider === 'local') return fallback('the local backend is not a model');
   const parts = splitParts(segmentBlocks(session.messages, plan), sizes.partBytes);

@@ -3,7 +3,8 @@ import { expect } from 'chai';
 import { CONFIG_KEYS } from '../agent/agent.js';
 import { CliError, connectionFrom, EXIT, httpFailure, parseEvent } from '../cli/client.js';
 import { main, parseAssignments } from '../cli/main.js';
-import { callsTable, configLines, Progress, resultLine, runLines, sessionsTable } from '../cli/render.js';
+import { callsTable, compactionLines, configLines, Progress, resultLine, runLines, sessionsTable, transcript } from '../cli/render.js';
+import { messageView } from '../agent/sessionFeed.js';
 
 describe('CLI', () => {
   it('takes the connection from flags, then env, then the URL; credentials never stay in the URL', () => {
@@ -70,6 +71,16 @@ describe('CLI', () => {
     expect(runLines({ index: 1, role: 'assistant', content: 'final', bytes: 5 }, false)).to.deep.equal([]);
     // Its text was printed as it streamed: only the tool calls are left.
     expect(runLines({ index: 1, role: 'assistant', content: 'Looking.', bytes: 9, toolCalls: [{ id: 'c', name: 'tail_file', arguments: { lines: 5 } }] }, false, true)).to.deep.equal(['  → tail_file {"lines":5}']);
+  });
+
+  it('draws a compaction as a boundary, followed live and in show, with the whole summary it stands for', () => {
+    const record = messageView({ role: 'compaction', content: '[Summary of messages #0-#5 …]\nRead app.log to line 900.', keepFrom: 6, compactedBy: 'model' }, 9);
+    expect(record).to.include({ index: 9, role: 'compaction', keepFrom: 6, compactedBy: 'model', bytes: 57, boundary: 'the model sees a summary the model wrote below instead of messages #0-#5' });
+    expect(runLines(record, false)).to.deep.equal(['  ══ compacted: the model sees a summary the model wrote below instead of messages #0-#5 (57 bytes) ══']);
+    const shown = transcript({ session_id: 's', status: 'completed', provider: 'openai', model: 'm', bytes: 100, lastError: null, pendingApprovals: [] }, [record], false).split('\n');
+    expect(shown.slice(1)).to.deep.equal(['  ══ #9 compaction · 57 bytes · the model sees a summary the model wrote below instead of messages #0-#5 ══', '    [Summary of messages #0-#5 …]', '    Read app.log to line 900.']);
+    const digest = messageView({ role: 'compaction', content: 'D', keepFrom: 2, compactedBy: 'digest', detail: 'the summary call failed: 500' }, 3);
+    expect(compactionLines(digest)[0]).to.equal('  ══ #3 compaction · 1 bytes · the model sees a deterministic digest below instead of messages #0-#1 (the summary call failed: 500) ══');
   });
 
   it('shows a session\'s model calls, one row per request, with the totals', () => {
