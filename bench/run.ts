@@ -127,8 +127,8 @@ async function investigation(budget: boolean) {
     mkdirSync(scratchDir, { recursive: true });
     writeBigLog(scratchDir);
     renameSync(path.join(scratchDir, 'big.log'), path.join(LOGS, 'inv.log'));
-    // The working set off: this measures the pre-flight alone.
-    await promptOnLoop(server, { workingSetBytes: 0, model: `bench-${budget}`, maxTokens: 1000, ...(budget ? { contextWindowTokens: 25_000 } : {}) }, 'Investigate logs/inv.log');
+    // The working set and compaction off: this measures the pre-flight alone.
+    await promptOnLoop(server, { workingSetBytes: 0, compaction: false, model: `bench-${budget}`, maxTokens: 1000, ...(budget ? { contextWindowTokens: 25_000 } : {}) }, 'Investigate logs/inv.log');
     return { rejected: server.requests.filter((r) => r.rejected).length, requests: server.requests.length };
   } finally {
     await server.close();

@@ -67,7 +67,7 @@ describe('recovery from context-window rejections, end to end', function () {
     await h.setConfig({ provider: 'openai', baseUrl: `${server.url}/v1`, apiKey: 'k', maxRetries: 0 });
     const s = await h.prompt('x'.repeat(1000));
     expect(s.status).to.equal('error');
-    expect(s.lastError).to.match(/no tool result is left to cut .*To continue: shorten the prompt, or start a new session\.$/);
+    expect(s.lastError).to.match(/^The prompt being answered does not fit the model's context window even alone \(.+\): no tool result is left to cut, and everything before the prompt is already a summary\. To continue: shorten the prompt, or use a model with a larger window\.$/);
     expect(server.requests).to.have.length(1);
   });
 });
