@@ -62,9 +62,7 @@ describe('a two-node Harper cluster', function () {
     writeFileSync(path.join(a.h.logsDir, 'cluster.log'), Array.from({ length: 40_000 }, (_, i) => `line ${i} ERROR nothing to see`).join('\n') + '\n');
     server.reset();
     server.responder = investigatorResponder('logs', 'cluster.log', 12);
-    // Each model call takes 1.5 s, so A's 13 calls (about 20 s) outlast B's SIGKILL, restart and boot (about 10 s here);
-    // at 400 ms A's run sometimes finished before B was back (issue 32).
-    server.delayMs = 1500;
+    server.delayMs = 400;
     // A session that B owns, for the 503 below.
     const local = await b.h.op({ operation: 'list_agent_sessions' });
     expect(local.status).to.equal(200);
@@ -73,44 +71,54 @@ describe('a two-node Harper cluster', function () {
     expect(onB.body.node).to.equal(b.name);
     await eventually(async () => expect((await session(b, onB.body.session_id)).status).to.equal('completed'), 60_000);
 
+    // A's run is held after its sixth tool call until B is back, so it outlives B's SIGKILL and restart however long
+    // they take (a race against the clock failed here: A finished first).
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    server.streamHolds = [...Array.from({ length: 5 }, () => Promise.resolve()), gate];
     const started = await a.h.op({ operation: 'agent_prompt', message: 'read logs/cluster.log' });
     expect(started.status, JSON.stringify(started.body)).to.equal(200);
     const id = started.body.session_id as string;
     expect(started.body.node).to.equal(a.name);
+    try {
+      // Live from B: B's event stream for A's session shows the transcript growing while A runs it.
+      const client = new AgentClient({ url: b.h.harper.opsUrl, ...b.h.harper.admin });
+      const stop = new AbortController();
+      const seen: number[] = [];
+      for await (const event of client.events(id, 0, stop.signal)) {
+        if (event.event !== 'session') continue;
+        expect(event.data.session).to.include({ node: a.name });
+        if (event.data.session.status === 'running') seen.push(event.data.session.messageCount);
+        if (seen.length >= 3 && seen[seen.length - 1]! > seen[0]!) break;
+      }
+      stop.abort();
+      expect(seen[seen.length - 1]).to.be.greaterThan(seen[0]!);
 
-    // Live from B: B's event stream for A's session shows the transcript growing while A runs it.
-    const client = new AgentClient({ url: b.h.harper.opsUrl, ...b.h.harper.admin });
-    const stop = new AbortController();
-    const seen: number[] = [];
-    for await (const event of client.events(id, 0, stop.signal)) {
-      if (event.event !== 'session') continue;
-      expect(event.data.session).to.include({ node: a.name });
-      if (event.data.session.status === 'running') seen.push(event.data.session.messageCount);
-      if (seen.length >= 3 && seen[seen.length - 1]! > seen[0]!) break;
+      // SIGKILL B mid-run: A's run goes on; B's own session cannot be run from A while B is down.
+      await b.h.stop('SIGKILL', true);
+      expect((await session(a, id)).status).to.equal('running');
+      const refused = await a.h.op({ operation: 'agent_prompt', message: 'again', session_id: onB.body.session_id });
+      expect(refused.status).to.equal(503);
+      expect(refused.body.error).to.match(new RegExp(`session "${onB.body.session_id}" belongs to node ${b.name.replace(/\./g, '\\.')}, whose operations API at http://${b.name.replace(/\./g, '\\.')}:\\d+/ did not answer \\(ECONNREFUSED\\)`));
+      const since = Date.now();
+      b.h = await b.h.restart();
+      await b.h.waitForAgent(since, 2);
+      // B's boot recovers B's interrupted runs only: A's run is still running, and completes once let go.
+      expect((await session(a, id)).status).to.equal('running');
+      expect(server.held).to.equal('→read_file');
+      release();
+      const done = await eventually(async () => {
+        const s = await session(a, id);
+        expect(s.status).to.equal('completed');
+        return s;
+      }, 120_000, 250);
+      expect(done.lastError).to.equal(null);
+      expect(done.messages.filter((m: any) => m.role === 'tool')).to.have.length(12);
+      // And B, back, has the whole transcript.
+      await eventually(async () => expect(await session(b, id)).to.deep.include({ status: 'completed', messageCount: done.messageCount, bytes: done.bytes }));
+    } finally {
+      release();
     }
-    stop.abort();
-    expect(seen[seen.length - 1]).to.be.greaterThan(seen[0]!);
-
-    // SIGKILL B mid-run: A's run goes on; B's own session cannot be run from A while B is down.
-    await b.h.stop('SIGKILL', true);
-    expect((await session(a, id)).status).to.equal('running');
-    const refused = await a.h.op({ operation: 'agent_prompt', message: 'again', session_id: onB.body.session_id });
-    expect(refused.status).to.equal(503);
-    expect(refused.body.error).to.match(new RegExp(`session "${onB.body.session_id}" belongs to node ${b.name.replace(/\./g, '\\.')}, whose operations API at http://${b.name.replace(/\./g, '\\.')}:\\d+/ did not answer \\(ECONNREFUSED\\)`));
-    const since = Date.now();
-    b.h = await b.h.restart();
-    await b.h.waitForAgent(since, 2);
-    // B's boot recovers B's interrupted runs only: A's run is still running, and completes.
-    expect((await session(a, id)).status).to.equal('running');
-    const done = await eventually(async () => {
-      const s = await session(a, id);
-      expect(s.status).to.equal('completed');
-      return s;
-    }, 120_000, 250);
-    expect(done.lastError).to.equal(null);
-    expect(done.messages.filter((m: any) => m.role === 'tool')).to.have.length(12);
-    // And B, back, has the whole transcript.
-    await eventually(async () => expect(await session(b, id)).to.deep.include({ status: 'completed', messageCount: done.messageCount, bytes: done.bytes }));
   });
 
   it('a cancel sent to B stops the run on A within 2 s; a prompt sent to B while it runs gets 409', async () => {
