@@ -88,6 +88,8 @@ export interface TurnRequest {
   meter: RunMeter;
   /** The model's tokenizer, if a package has one. */
   counter?: TokenCounter;
+  /** The system prompt's and tool list's tokens: the part of every request compaction cannot shrink (counted once). */
+  fixedTokens?: number;
 }
 
 /** The model on the server this run talks to: what is reported or learned about a window is kept per server. */
@@ -221,7 +223,7 @@ export async function generateTurn(deps: LoopDeps, current: Session, req: TurnRe
   const id = current.session_id;
   const budget = await contextBudget(req.config, target(req), deps.limits, req.backend.reportedWindow && (() => req.backend.reportedWindow!(req.model, req.signal)));
   const kept = await compactWhenDue(deps, await keepWorkingSet(deps, current, req), req, budget);
-  const { session, estimate } = await fitBudget(deps, kept, req, budget);
+  const { session, estimate } = await fitBudget(deps, kept.session, req, budget, kept.estimate);
   await checkSpend(deps, session, req, estimate);
   try {
     return { out: await callModel(deps, session, req, buildInput(deps, session, req), estimate), sent: session };
@@ -235,7 +237,7 @@ export async function generateTurn(deps: LoopDeps, current: Session, req: TurnRe
     if (!shrunk && req.config.compaction) {
       // Nothing left to cut: compact against what the rejection taught (or, where nothing is kept, 0.9 of it).
       const learned = (await contextBudget(req.config, target(req), deps.limits)) ?? { tokens: Math.floor(estimate * 0.9), source: 'the rejected request' };
-      shrunk = await compact(deps, session, req, sizesFor(deps, session, req, { tokens: Math.min(learned.tokens, Math.floor(estimate * 0.9)), source: learned.source }), false);
+      shrunk = await compact(deps, session, req, sizesFor(deps, session, req, { tokens: Math.min(learned.tokens, Math.floor(estimate * 0.9)), source: learned.source }).sizes, false);
     }
     if (!shrunk) {
       throw new RunError(
@@ -273,14 +275,14 @@ async function keepWorkingSet(deps: LoopDeps, current: Session, req: TurnRequest
  * Pre-flight: while the request's estimate is over the budget, apply the same shrink as after a rejection, group by
  * group from the newest, then compaction; when neither is left and it still does not fit, end the run without sending.
  */
-async function fitBudget(deps: LoopDeps, current: Session, req: TurnRequest, budget: Budget | null): Promise<{ session: Session; estimate: number }> {
+async function fitBudget(deps: LoopDeps, current: Session, req: TurnRequest, budget: Budget | null, known?: number): Promise<{ session: Session; estimate: number }> {
   const id = current.session_id;
   let session = current;
   const counter = req.counter;
-  let estimate = estimateTokens(buildInput(deps, session, req), counter);
+  let estimate = known ?? estimateTokens(buildInput(deps, session, req), counter);
   while (budget && estimate > budget.tokens) {
     const cut = await deps.store.shrinkNewestToolResults(id, req.guard);
-    const next = cut > 0 ? (await deps.store.get(id))! : req.config.compaction ? await compact(deps, session, req, sizesFor(deps, session, req, budget), false) : null;
+    const next = cut > 0 ? (await deps.store.get(id))! : req.config.compaction ? await compact(deps, session, req, sizesFor(deps, session, req, budget).sizes, false) : null;
     if (!next) {
       throw new RunError(
         req.config.compaction
@@ -298,22 +300,24 @@ async function fitBudget(deps: LoopDeps, current: Session, req: TurnRequest, bud
 // Compaction (agent/compaction.ts decides where to cut and what the summary reads; here the call is made and the
 // record written, through the locked mutator like any other change)
 
-/** The compaction sizes for a budget, from this request's own fixed part and bytes per token. */
-function sizesFor(deps: LoopDeps, session: Session, req: TurnRequest, budget: Budget): CompactionSizes {
+/** The compaction sizes for a budget, from this request's own fixed part (the system prompt and tool list, counted once
+ * a run) and bytes per token; and the request's estimate. */
+function sizesFor(deps: LoopDeps, session: Session, req: TurnRequest, budget: Budget): { sizes: CompactionSizes; estimate: number } {
   const input = buildInput(deps, session, req);
-  const fixed = estimateTokens({ ...input, messages: [] }, req.counter);
-  const tokens = estimateTokens(input, req.counter) - fixed;
+  const fixed = (req.fixedTokens ??= estimateTokens({ ...input, messages: [] }, req.counter));
+  const estimate = estimateTokens(input, req.counter);
   const bytes = Buffer.byteLength(JSON.stringify(input.messages));
-  const bytesPerToken = tokens > 0 ? Math.min(4, Math.max(1.5, bytes / tokens)) : 3;
-  return compactionSizes(budget.tokens, req.config.compactAtPercent, fixed, bytesPerToken);
+  const bytesPerToken = estimate > fixed ? Math.min(4, Math.max(1.5, bytes / (estimate - fixed))) : 3;
+  return { sizes: compactionSizes(budget.tokens, req.config.compactAtPercent, fixed, bytesPerToken), estimate };
 }
 
-/** Compacts when the next request would pass agent.compactAtPercent of the budget (a known budget only). */
-async function compactWhenDue(deps: LoopDeps, session: Session, req: TurnRequest, budget: Budget | null): Promise<Session> {
-  if (!req.config.compaction || !budget) return session;
-  const sizes = sizesFor(deps, session, req, budget);
-  if (estimateTokens(buildInput(deps, session, req), req.counter) <= sizes.threshold) return session;
-  return (await compact(deps, session, req, sizes, false)) ?? session;
+/** Compacts when the next request would pass agent.compactAtPercent of the budget (a known budget only). Answers the
+ * session, and the request's estimate when nothing changed. */
+async function compactWhenDue(deps: LoopDeps, session: Session, req: TurnRequest, budget: Budget | null): Promise<{ session: Session; estimate?: number }> {
+  if (!req.config.compaction || !budget) return { session };
+  const { sizes, estimate } = sizesFor(deps, session, req, budget);
+  if (estimate <= sizes.threshold) return { session, estimate };
+  return { session: (await compact(deps, session, req, sizes, false)) ?? session };
 }
 
 /**
@@ -521,7 +525,7 @@ async function runCompaction(deps: LoopDeps, id: string, guard: RunGuard, signal
     const req = await turnRequest(config, guard, signal);
     const session = (await deps.store.get(id))!;
     const budget = (await contextBudget(config, target(req), deps.limits, req.backend.reportedWindow && (() => req.backend.reportedWindow!(req.model, signal)))) ?? { tokens: ON_DEMAND_BUDGET_TOKENS, source: 'no window known' };
-    await compact(deps, session, req, sizesFor(deps, session, req, budget), true);
+    await compact(deps, session, req, sizesFor(deps, session, req, budget).sizes, true);
     await restore(before.lastError);
   } catch (error) {
     if (error instanceof RunSupersededError || isAbortError(error, signal)) return;
