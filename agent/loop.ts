@@ -9,7 +9,7 @@ import { Models } from '../resources/models/models.js';
 import type { GenerateInput, GenerateOutput, Message, ModelBackend, ToolCall, ToolMessage } from '../resources/models/types.js';
 import type { AgentConfig } from './agent.js';
 import { COMPACTION_SYSTEM, compactionContent, compactionSizes, digest, planCompaction, requestMessages, segmentBlocks, splitParts, summaryPrompt, type CompactionPlan, type CompactionRecord, type CompactionSizes, type StoredMessage } from './compaction.js';
-import { contextBudget, estimateTokens, type Budget, type ContextLimits, type ModelTarget } from './contextBudget.js';
+import { contextBudget, estimateTokens, LEARNED_MARGIN, type Budget, type ContextLimits, type ModelTarget } from './contextBudget.js';
 import { callRecords, costOf, priceOf, RunMeter, totals, usd, type ModelCallLog } from './modelCalls.js';
 import { LiveWriter, type LiveEvent } from './sessionFeed.js';
 import { tokenCounter, type TokenCounter } from './tokenCount.js';
@@ -94,6 +94,10 @@ export interface TurnRequest {
 
 /** The model on the server this run talks to: what is reported or learned about a window is kept per server. */
 const target = (req: TurnRequest): ModelTarget => ({ provider: req.backend.provider, baseUrl: req.config.baseUrl, model: req.model });
+
+/** The run's context budget, the server asked for its window where the backend can ask. */
+const budgetOf = (deps: LoopDeps, req: TurnRequest) =>
+  contextBudget(req.config, target(req), deps.limits, req.backend.reportedWindow && (() => req.backend.reportedWindow!(req.model, req.signal)));
 
 function buildInput(deps: LoopDeps, session: Session, req: TurnRequest): GenerateInput {
   return {
@@ -221,7 +225,7 @@ export interface Turn {
  */
 export async function generateTurn(deps: LoopDeps, current: Session, req: TurnRequest): Promise<Turn> {
   const id = current.session_id;
-  const budget = await contextBudget(req.config, target(req), deps.limits, req.backend.reportedWindow && (() => req.backend.reportedWindow!(req.model, req.signal)));
+  const budget = await budgetOf(deps, req);
   const kept = await compactWhenDue(deps, await keepWorkingSet(deps, current, req), req, budget);
   const { session, estimate } = await fitBudget(deps, kept.session, req, budget, kept.estimate);
   await checkSpend(deps, session, req, estimate);
@@ -235,9 +239,9 @@ export async function generateTurn(deps: LoopDeps, current: Session, req: TurnRe
     const cut = await deps.store.shrinkNewestToolResults(id, req.guard);
     let shrunk: Session | null = cut > 0 ? (await deps.store.get(id))! : null;
     if (!shrunk && req.config.compaction) {
-      // Nothing left to cut: compact against what the rejection taught (or, where nothing is kept, 0.9 of it).
-      const learned = (await contextBudget(req.config, target(req), deps.limits)) ?? { tokens: Math.floor(estimate * 0.9), source: 'the rejected request' };
-      shrunk = await compact(deps, session, req, sizesFor(deps, session, req, { tokens: Math.min(learned.tokens, Math.floor(estimate * 0.9)), source: learned.source }).sizes, false);
+      // Nothing left to cut: compact against what the rejection taught (the budget it leaves).
+      const learned = { tokens: Math.floor(estimate * LEARNED_MARGIN), source: 'the rejected request' };
+      shrunk = await compact(deps, session, req, sizesFor(deps, session, req, learned).sizes, false);
     }
     if (!shrunk) {
       throw new RunError(
@@ -524,7 +528,7 @@ async function runCompaction(deps: LoopDeps, id: string, guard: RunGuard, signal
     const config = deps.config();
     const req = await turnRequest(config, guard, signal);
     const session = (await deps.store.get(id))!;
-    const budget = (await contextBudget(config, target(req), deps.limits, req.backend.reportedWindow && (() => req.backend.reportedWindow!(req.model, signal)))) ?? { tokens: ON_DEMAND_BUDGET_TOKENS, source: 'no window known' };
+    const budget = (await budgetOf(deps, req)) ?? { tokens: ON_DEMAND_BUDGET_TOKENS, source: 'no window known' };
     await compact(deps, session, req, sizesFor(deps, session, req, budget).sizes, true);
     await restore(before.lastError);
   } catch (error) {

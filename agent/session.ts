@@ -375,7 +375,8 @@ export class SessionStore {
    */
   shrinkNewestToolResults(id: string, guard?: RunGuard): Promise<number> {
     return this.cutResults(id, guard, 'context', (messages) => {
-      const groups = toolResultGroups(messages).filter((g) => g[0]! >= viewStart(messages));
+      const from = viewStart(messages);
+      const groups = toolResultGroups(messages).filter((g) => g[0]! >= from);
       for (let g = groups.length - 1; g >= 0; g--) {
         const picked = groups[g]!.filter((i) => messages[i]!.role === 'tool' && Buffer.byteLength(messages[i]!.content) > SHRINK_THRESHOLD_BYTES);
         if (picked.length) return picked;
