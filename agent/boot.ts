@@ -90,9 +90,14 @@ const operations = afterReady(createOperations({
 
 /** lmdb-js's tryLock/unlock on a table's primary store, when this Harper has them. */
 function threadLockOf(table: unknown): ThreadLock | undefined {
-  const primary = (table as { primaryStore?: { tryLock?: (key: string, cb: () => void) => boolean; unlock?: (key: string, version?: number) => unknown } } | undefined)?.primaryStore;
+  type Store = { tryLock?: (key: string, cb: () => void) => boolean; unlock?: (key: string, version?: number) => unknown; resetReadTxn?: () => void };
+  const primary = (table as { primaryStore?: Store } | undefined)?.primaryStore;
   if (typeof primary?.tryLock !== 'function' || typeof primary.unlock !== 'function') return undefined;
-  return { tryLock: (key, released) => primary.tryLock!(key, released), unlock: (key) => primary.unlock!(key, undefined) };
+  return {
+    tryLock: (key, released) => primary.tryLock!(key, released),
+    unlock: (key) => primary.unlock!(key, undefined),
+    refresh: () => primary.resetReadTxn?.(),
+  };
 }
 
 /** Every operation (from the operations port or the admin page) waits until the persisted config is in force. */

@@ -225,6 +225,10 @@ export interface ThreadLock {
   /** True if taken; else false, and `released` is called once its holder unlocks. */
   tryLock(key: string, released: () => void): boolean;
   unlock(key: string): unknown;
+  /** Drops this thread's read snapshot so the next read sees what the lock's previous holder wrote. lmdb-js keeps one
+   * read transaction per thread until its next macrotask; a lock handed over within that task would otherwise read the
+   * row as it was before the other thread's change (two prompts accepted at once, seen once in 96 races). */
+  refresh?(): void;
 }
 
 /** How long a change waits for another thread's lock before it goes ahead without it (a thread that died holding it
@@ -454,6 +458,7 @@ export class SessionStore {
     const key = `harper-agent:session:${id}`;
     const held = await takeThreadLock(lock, key);
     if (!held) this.tables.log?.(`harper-agent: session ${id}: another thread held its lock over ${THREAD_LOCK_WAIT_MS} ms; writing without it`);
+    lock.refresh?.();
     try {
       return await task();
     } finally {

@@ -73,6 +73,36 @@ describe('SessionStore', () => {
     expect(lock.taken).to.equal(5); // create, then the four changes, one at a time
   });
 
+  it('each thread reads through its own snapshot: the lock refreshes it, so the thread that takes the lock next sees the change before it (and refuses the second prompt)', async () => {
+    const { table, messages } = memoryStore(0);
+    const shared = sharedLock();
+    // A thread's view of the table: reads come from a snapshot taken at its last refresh (lmdb-js's read transaction,
+    // kept until the thread's next macrotask); its own writes go through.
+    const thread = () => {
+      let snapshot = new Map(table.rows);
+      const view = Object.create(table, {
+        get: { value: async (id: string) => (snapshot.has(id) ? JSON.parse(snapshot.get(id)!) : undefined) },
+        put: { value: async (id: string, record: Record<string, unknown>) => { await table.put(id, record); snapshot.set(id, table.rows.get(id)!); } },
+      });
+      const lock: ThreadLock & { refreshed: number } = { refreshed: 0, tryLock: (k, r) => shared.tryLock(k, r), unlock: (k) => shared.unlock(k), refresh: () => { lock.refreshed++; snapshot = new Map(table.rows); } };
+      return { store: new SessionStore({ sessions: () => view, messages: () => messages, threadLock: () => lock }), lock };
+    };
+    const creator = thread();
+    const s = await creator.store.create({ user: 'u', provider: 'local', model: null });
+    const a = thread();
+    const b = thread();
+    const accept = (store: SessionStore, text: string) =>
+      store.mutate(s.session_id, (row) => {
+        if (row.status === 'running') throw new Error('409');
+        row.status = 'running';
+        return [{ role: 'user', content: text }];
+      });
+    const results = await Promise.allSettled([accept(a.store, 'from A'), accept(b.store, 'from B')]);
+    expect(results.map((r) => r.status)).to.deep.equal(['fulfilled', 'rejected']);
+    expect([a.lock.refreshed, b.lock.refreshed]).to.deep.equal([1, 1]);
+    expect([...messages.rows.keys()]).to.have.length(1);
+  });
+
   it('a lock held by a thread that never gives it back is waited for, then gone past', async () => {
     const lock = sharedLock();
     lock.tryLock('k', () => undefined);
