@@ -15,6 +15,7 @@ import { ContextLimits, type LimitTable } from './contextBudget.js';
 import { ModelCallLog, type CallTable } from './modelCalls.js';
 import { operationsListener } from './http.js';
 import { recoverInterruptedRuns } from './loop.js';
+import { hostEnvironment } from './environment.js';
 import { createOperations } from './operations.js';
 import { endEventStreams, type SubscribableTable } from './sessionFeed.js';
 import { SessionStore, type SessionTable, type ThreadLock } from './session.js';
@@ -84,6 +85,7 @@ const operations = afterReady(createOperations({
   persistedConfig: () => configs.persisted(),
   refreshConfig: () => configs.reload(),
   instance: { version: PACKAGE.version, startedAt: new Date().toISOString() },
+  environment: hostEnvironment(PACKAGE.version, node),
   cluster,
   log: (m) => logger.warn(m),
 }));

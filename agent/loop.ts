@@ -18,6 +18,7 @@ import { systemPrompt } from './systemPrompt.js';
 import type { ToolRegistry } from './tools/index.js';
 import type { Scopes } from './tools/scopes.js';
 import { isDestructive, type ToolContext } from './tools/types.js';
+import { environmentBlock, type HostEnvironment } from './environment.js';
 
 export interface LoopDeps {
   store: SessionStore;
@@ -37,6 +38,8 @@ export interface LoopDeps {
   publishLive?: (sessionId: string, event: LiveEvent) => void;
   /** The config in force; read once when a run starts. */
   config: () => AgentConfig;
+  /** Where the agent runs: Harper's version, the node, threads, OS, Node, the agent's version (absent in unit tests). */
+  environment?: HostEnvironment;
   log?: (message: string) => void;
 }
 
@@ -90,6 +93,8 @@ export interface TurnRequest {
   counter?: TokenCounter;
   /** The system prompt's and tool list's tokens: the part of every request compaction cannot shrink (counted once). */
   fixedTokens?: number;
+  /** Where the agent runs (environmentBlock), rendered once when the run started so every request's system prompt is the same. */
+  environment?: string;
 }
 
 /** The model on the server this run talks to: what is reported or learned about a window is kept per server. */
@@ -101,7 +106,7 @@ const budgetOf = (deps: LoopDeps, req: TurnRequest) =>
 
 function buildInput(deps: LoopDeps, session: Session, req: TurnRequest): GenerateInput {
   return {
-    system: systemPrompt(req.config.systemPromptAppend),
+    system: systemPrompt(req.config.systemPromptAppend, req.environment),
     // What the model sees (the newest summary, then what it kept whole), every tool call answered, so a backend can
     // send it as it is.
     messages: answeredTranscript(requestMessages(session.messages)),
@@ -490,7 +495,7 @@ async function appendToRun(deps: LoopDeps, session: Session, messages: StoredMes
 }
 
 /** A run's backend (metered for the call log) and what its model calls need. */
-async function turnRequest(config: AgentConfig, guard: RunGuard, signal: AbortSignal): Promise<TurnRequest> {
+async function turnRequest(deps: LoopDeps, config: AgentConfig, guard: RunGuard, signal: AbortSignal): Promise<TurnRequest> {
   const registration = Models.get(config.provider);
   if (!registration) {
     throw new RunError(`agent.provider ${JSON.stringify(config.provider)} is not registered (available: ${Models.providers().join(', ') || 'none'}). Set agent.provider to one of them.`);
@@ -508,7 +513,8 @@ async function turnRequest(config: AgentConfig, guard: RunGuard, signal: AbortSi
     errors: providerErrors,
     meter,
   });
-  return { backend, model, config, guard, signal, meter, counter: await tokenCounter(model) };
+  const environment = deps.environment && environmentBlock(deps.environment, new Date());
+  return { backend, model, config, guard, signal, meter, counter: await tokenCounter(model), environment };
 }
 
 /** compact_agent_session: everything the model sees becomes one summary (the newest prompt's turn too: the session is
@@ -526,7 +532,7 @@ async function runCompaction(deps: LoopDeps, id: string, guard: RunGuard, signal
     );
   try {
     const config = deps.config();
-    const req = await turnRequest(config, guard, signal);
+    const req = await turnRequest(deps, config, guard, signal);
     const session = (await deps.store.get(id))!;
     const budget = (await budgetOf(deps, req)) ?? { tokens: ON_DEMAND_BUDGET_TOKENS, source: 'no window known' };
     await compact(deps, session, req, sizesFor(deps, session, req, budget).sizes, true);
@@ -548,7 +554,7 @@ async function runSession(deps: LoopDeps, id: string, guard: RunGuard, signal: A
     await deps.store.setStatus(id, status, lastError, guard);
   };
   try {
-    const req = await turnRequest(config, guard, signal);
+    const req = await turnRequest(deps, config, guard, signal);
     const ctx: ToolContext = { scopes: deps.scopes, maxResultBytes: config.maxToolResultBytes, signal, databases: deps.databases, fetchAllow: config.fetchAllow ?? deps.ownOrigins ?? [], allowOperations: config.allowOperations ?? [] };
     let session = (await deps.store.get(id))!;
     // Harper's operations run as agent.user when it is set, else as the user who owns the session, with that user's

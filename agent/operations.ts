@@ -2,6 +2,7 @@
 // schema and its handler; errors carry the HTTP status the operator gets.
 import AjvModule from 'ajv';
 import { threadId } from 'node:worker_threads';
+import { environmentBlock } from './environment.js';
 import { publicConfig } from './agent.js';
 import { ConfigChangeError, type ConfigChangeResult } from './configStore.js';
 import { contextBudget, estimateTokens } from './contextBudget.js';
@@ -119,7 +120,8 @@ export function createOperations(deps: OperationsDeps): Record<string, Operation
         const model = s.model ?? '';
         const budget = await contextBudget(deps.config(), { provider: s.provider, baseUrl: deps.config().baseUrl, model }, deps.limits);
         const counter = await tokenCounter(model);
-        const estimatedContextTokens = estimateTokens({ system: systemPrompt(deps.config().systemPromptAppend), tools: deps.tools.specs(), messages: requestMessages(s.messages) }, counter);
+        const environment = deps.environment && environmentBlock(deps.environment, new Date());
+        const estimatedContextTokens = estimateTokens({ system: systemPrompt(deps.config().systemPromptAppend, environment), tools: deps.tools.specs(), messages: requestMessages(s.messages) }, counter);
         // What its model calls used and cost so far (list_agent_model_calls has each request).
         const modelCalls = totals((await deps.calls?.list({ session_id: s.session_id })) ?? []);
         return { ...s, estimatedContextTokens, estimatedWith: counter?.name ?? 'bytes / 3', contextBudget: budget, modelCalls };
@@ -214,6 +216,7 @@ export function createOperations(deps: OperationsDeps): Record<string, Operation
           pid: process.pid,
           threadId,
           startedAt: deps.instance.startedAt,
+          environment: deps.environment ?? null,
           config: publicConfig(deps.config()),
           persisted: deps.persistedConfig(),
         };

@@ -20,7 +20,11 @@ a page again from its cursor (path, offset, startLine) if you need it whole.
 Key material (Harper's keys, *.pem, *.key, private keys inside files) is never served: do not try to work around it.
 Be concise: say what you found, with file names and line numbers, and what the operator should do.`;
 
-/** The system prompt with the operator's own instructions (agent.systemPromptAppend) after it, under their own heading. */
-export function systemPrompt(append?: string): string {
-  return append?.trim() ? `${SYSTEM_PROMPT}\n\n=== Operator instructions ===\n${append.trim()}` : SYSTEM_PROMPT;
+/** The system prompt, then where it runs (environmentBlock, fixed for a run), then the operator's own instructions
+ * (agent.systemPromptAppend) under their own heading. */
+export function systemPrompt(append?: string, environment?: string): string {
+  let text = SYSTEM_PROMPT;
+  if (environment) text += `\n\n${environment}`;
+  if (append?.trim()) text += `\n\n=== Operator instructions ===\n${append.trim()}`;
+  return text;
 }

@@ -6,7 +6,7 @@ import { randomBytes } from 'node:crypto';
 import { afterLastEndLine, firstArmorLineStart, KeyMaterialError, LOOK_BACK_BYTES, refuseKeyMaterial, resumeAfterKey } from './keyMaterial.js';
 import { costModel, cutToEscaped, escapedCost, escapedLength, isValidUtf8, pageBudget, slicePage, type CostModel } from './paging.js';
 import { withScratch } from './scratch.js';
-import { openChecked, resolveScoped, SCOPE_NAMES, type CheckedFile } from './scopes.js';
+import { openChecked, resolveScoped, SCOPE_NAMES, type CheckedFile, type ResolvedPath } from './scopes.js';
 import { ToolError, type Tool, type ToolContext } from './types.js';
 
 const rootParam = {
@@ -90,7 +90,12 @@ export interface ReadOptions {
 }
 
 export async function readFile(args: Record<string, unknown>, ctx: ToolContext, options: ReadOptions = {}): Promise<ReadFileResult> {
-  const resolved = await resolveScoped(ctx.scopes, args.root, args.path);
+  return readPage(await resolveScoped(ctx.scopes, args.root, args.path), args, ctx, options);
+}
+
+/** One page of a checked file (startLine, lineCount, offset from `args`): read_file's paging, for any tool that serves a
+ * file it resolved itself (harper_best_practice). */
+export async function readPage(resolved: ResolvedPath, args: Record<string, unknown>, ctx: ToolContext, options: ReadOptions = {}): Promise<ReadFileResult> {
   const { handle, size } = await openChecked(resolved);
   try {
     pageBudget(ctx.maxResultBytes, readSkeleton(resolved.display, size, 0, 1, ctx.maxResultBytes), resolved.display);

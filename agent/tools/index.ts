@@ -1,6 +1,7 @@
 // The tool registry: the tools the model may call, their specs for the backends, and argument validation.
 import AjvModule from 'ajv';
 import type { ToolSpec } from '../../resources/models/types.js';
+import { bestPracticeTool } from './bestPractices.js';
 import { dataTools } from './dataTools.js';
 import { fsTools } from './fsTools.js';
 import { grepFilesTool } from './grepFiles.js';
@@ -36,7 +37,7 @@ export function createToolRegistry(tools: Tool[]): ToolRegistry {
 
 /**
  * The model's tools, composed from their sources in this order: the file tools, the data tools, Harper's own
- * operations, then http_fetch. On a name clash the earlier source wins and the later tool is dropped: the file and data tools carry the
+ * operations, then the agent's own extras (http_fetch, harper_best_practice). On a name clash the earlier source wins and the later tool is dropped: the file and data tools carry the
  * agent's own guarantees (scopes, paging, hidden tables), which a same-named operation would bypass.
  */
 export function composeTools(...sources: Tool[][]): Tool[] {
@@ -45,4 +46,4 @@ export function composeTools(...sources: Tool[][]): Tool[] {
   return [...byName.values()];
 }
 
-export const defaultTools: Tool[] = composeTools([...fsTools, grepFilesTool], dataTools, harperOperationTools, [httpFetchTool]);
+export const defaultTools: Tool[] = composeTools([...fsTools, grepFilesTool], dataTools, harperOperationTools, [httpFetchTool, bestPracticeTool]);

@@ -18,7 +18,6 @@ export interface Scopes {
 }
 
 export interface ResolvedPath {
-  scope: ScopeName;
   /** `<scope>/<relative path>` as the model sees it. */
   display: string;
   /** The checked absolute path with every symlink resolved; open this one, not the lexical path. */
@@ -141,7 +140,7 @@ export async function resolveScoped(
     throw new ToolError(`${display} is key material and is never served`);
   }
   const stats = exists ? statSync(real) : (undefined as unknown as Stats);
-  return { scope, display, real, stats, exists };
+  return { display, real, stats, exists };
 }
 
 /**
