@@ -16,6 +16,7 @@ import { ModelCallLog, type CallTable } from './modelCalls.js';
 import { operationsListener } from './http.js';
 import { recoverInterruptedRuns } from './loop.js';
 import { hostEnvironment } from './environment.js';
+import { serveThreadProbes } from './threadProbe.js';
 import { createOperations } from './operations.js';
 import { endEventStreams, type SubscribableTable } from './sessionFeed.js';
 import { SessionStore, type SessionTable, type ThreadLock } from './session.js';
@@ -53,6 +54,8 @@ const scopes: Scopes = {
 };
 
 Models.register(localBackend);
+// This worker answers profile_cpu and heap_usage sent to its index (the main thread answers none).
+serveThreadProbes();
 const network = harper.operationsApi?.network ?? {};
 const port = network.port ?? undefined;
 const securePort = port ? undefined : network.securePort;

@@ -9,6 +9,10 @@ import { systemPrompt, SYSTEM_PROMPT } from '../agent/systemPrompt.js';
 import { bestPracticeTool, rulesDirectory } from '../agent/tools/bestPractices.js';
 import { ToolError, type ToolContext } from '../agent/tools/types.js';
 import { tempScopes } from './helpers.js';
+import { once } from 'node:events';
+import { Worker } from 'node:worker_threads';
+import { probeThread, ProbeError, topBySelfTime, type ProfileResult } from '../agent/threadProbe.js';
+import { checkThread } from '../agent/tools/threadTools.js';
 
 describe('the environment block', () => {
   it("names Harper's version from the package.json of the harperdb whose script started the process (through a symlinked bin)", () => {
@@ -80,6 +84,69 @@ describe('harper_best_practice', () => {
       const error = await bestPracticeTool.handler({ rule }, ctx(65536)).then(() => null, (e) => e);
       expect(error).to.be.instanceOf(ToolError);
       expect(error.message).to.equal(`unknown rule ${JSON.stringify(rule)}: the rules are ${[...ruleNames].sort().join(', ')}`);
+    }
+  });
+});
+
+describe('profile_cpu and heap_usage (the thread probe)', () => {
+  const ctx: ToolContext = { scopes: tempScopes(), maxResultBytes: 65536, signal: new AbortController().signal };
+
+  it("self time per function from V8's samples: each sample's time is the delta to the next, idle left out, largest first", () => {
+    const frame = (functionName: string, lineNumber: number) => ({ functionName, url: 'file:///c.js', lineNumber });
+    const profile = {
+      nodes: [
+        { id: 1, callFrame: frame('(root)', -1) },
+        { id: 2, callFrame: frame('(idle)', -1) },
+        { id: 3, callFrame: frame('spin', 9) },
+        { id: 4, callFrame: frame('', 19) },
+      ],
+      samples: [3, 3, 2, 4, 3],
+      timeDeltas: [0, 1000, 2000, 500, 1500],
+      startTime: 0,
+      endTime: 5000,
+    };
+    // spin: 1000 (to the 2nd) + 2000 (to the idle one) + 0 (last) = 3 ms; the anonymous one: 1.5 ms; idle: not counted.
+    expect(topBySelfTime(profile, 5)).to.deep.equal({
+      busyMs: 4.5,
+      sampleCount: 5,
+      top: [
+        { function: 'spin', url: 'file:///c.js', line: 10, selfMs: 3, percent: 66.7 },
+        { function: '(anonymous)', url: 'file:///c.js', line: 20, selfMs: 1.5, percent: 33.3 },
+      ],
+    });
+    expect(topBySelfTime(profile, 1).top).to.have.length(1);
+  });
+
+  it('a thread that is not a worker index is a tool error naming the ones there are; outside Harper there are none', () => {
+    for (const bad of [-1, 2, 1.5, '0']) expect(() => checkThread(bad, 2)).to.throw(ToolError, `unknown thread ${JSON.stringify(bad)}: Harper has 2 worker threads, 0 to 1`);
+    expect(() => checkThread(1, 1)).to.throw(ToolError, 'unknown thread 1: Harper has 1 worker thread, 0');
+    expect(checkThread(1, 2)).to.equal(1);
+    expect(() => checkThread(0, null)).to.throw(ToolError, 'not running in a Harper worker thread');
+  });
+
+  it('a worker answers its heap and a profile that names its busy function; a worker that does not exist times out', async function () {
+    this.timeout(20_000);
+    const worker = new Worker(new URL('./probeWorker.js', import.meta.url), { workerData: { workerIndex: 0, workerCount: 1 } });
+    try {
+      await once(worker, 'message');
+      const heap = (await probeThread(0, { kind: 'heap' }, 5000)) as any;
+      expect(heap.thread).to.equal(0);
+      expect(heap.heap.used_heap_size).to.be.a('number').above(0);
+      expect(heap.spaces.map((s: any) => s.name)).to.include('old_space');
+      const profile = (await probeThread(0, { kind: 'profile', durationMs: 600, topN: 5 }, 5000)) as ProfileResult;
+      expect(profile.thread).to.equal(0);
+      expect(profile.sampleCount).to.be.above(50);
+      expect(profile.topFunctions.map((f) => f.function)).to.include('busyLoopInWorker');
+      const busy = profile.topFunctions.find((f) => f.function === 'busyLoopInWorker')!;
+      expect(busy.url).to.match(/probeWorker\.js$/);
+      const compiled = readFileSync(new URL('./probeWorker.js', import.meta.url), 'utf8').split('\n');
+      expect(busy.line, 'the function\'s line in the file the worker ran').to.equal(compiled.findIndex((l) => l.startsWith('function busyLoopInWorker')) + 1);
+      const error = await probeThread(3, { kind: 'heap' }, 300).then(() => null, (e) => e);
+      expect(error).to.be.instanceOf(ProbeError);
+      expect(error.message).to.equal('worker thread 3 did not answer within 300 ms');
+    } finally {
+      worker.postMessage('stop');
+      await worker.terminate();
     }
   });
 });
