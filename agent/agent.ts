@@ -33,6 +33,9 @@ export interface AgentConfig {
   workingSetBytes: number;
   compaction: boolean;
   compactAtPercent: number;
+  followupMinSeconds: number;
+  followupMaxSeconds: number;
+  maxFollowups: number;
   autoApprove: boolean;
   maxTokens: number;
   apiKey?: string;

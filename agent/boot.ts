@@ -3,7 +3,7 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { parentPort } from 'node:worker_threads';
+import { isMainThread, parentPort } from 'node:worker_threads';
 import { localBackend } from '../resources/models/localBackend.js';
 import { Models } from '../resources/models/models.js';
 import { adminListener } from './adminPage.js';
@@ -14,10 +14,11 @@ import { Cluster, harperNodeName, operationsUrl, type NodeTable } from './cluste
 import { ContextLimits, type LimitTable } from './contextBudget.js';
 import { ModelCallLog, type CallTable } from './modelCalls.js';
 import { operationsListener } from './http.js';
-import { recoverInterruptedRuns } from './loop.js';
+import { fireFollowup, recoverInterruptedRuns } from './loop.js';
+import { Followups, type FollowupTable } from './followups.js';
 import { hostEnvironment } from './environment.js';
 import { serveThreadProbes } from './threadProbe.js';
-import { createOperations } from './operations.js';
+import { createOperations, type OperationsDeps } from './operations.js';
 import { endEventStreams, type SubscribableTable } from './sessionFeed.js';
 import { SessionStore, type SessionTable, type ThreadLock } from './session.js';
 import { createToolRegistry, defaultTools } from './tools/index.js';
@@ -72,8 +73,11 @@ const store = new SessionStore({
   threadLock: () => threadLockOf(sessionTable()),
   log: (m) => logger.warn(m),
 });
-const operations = afterReady(createOperations({
+// Follow-ups this node owns fire here (every worker thread arms them; the session's lock lets one fire each).
+const followups = new Followups(() => databases.agent?.AgentFollowup as unknown as FollowupTable | undefined, node, (m) => logger.warn(m));
+const deps: OperationsDeps = {
   store,
+  followups,
   tools: createToolRegistry(defaultTools),
   scopes,
   databases,
@@ -91,7 +95,9 @@ const operations = afterReady(createOperations({
   environment: hostEnvironment(PACKAGE.version, node),
   cluster,
   log: (m) => logger.warn(m),
-}));
+};
+const operations = afterReady(createOperations(deps));
+followups.onDue = (f) => fireFollowup(deps, f);
 
 /** lmdb-js's tryLock/unlock on a table's primary store, when this Harper has them. */
 function threadLockOf(table: unknown): ThreadLock | undefined {
@@ -135,7 +141,14 @@ parentPort?.on('message', (message: { type?: string } | undefined) => {
   if (message?.type === 'shutdown') endEventStreams();
 });
 
-recoverInterruptedRuns(store).then(
-  (n) => n && logger.warn(`harper-agent: marked ${n} run(s) interrupted by a restart as error`),
-  (error) => logger.warn(`harper-agent: could not check for interrupted runs: ${error}`)
-);
+recoverInterruptedRuns(store)
+  .then(
+    (n) => n && logger.warn(`harper-agent: marked ${n} run(s) interrupted by a restart as error`),
+    (error) => logger.warn(`harper-agent: could not check for interrupted runs: ${error}`)
+  )
+  // Then this node's pending follow-ups (one due while Harper was down fires now), on the worker threads only.
+  .then(() => (isMainThread ? 0 : ready.then(() => followups.armAll())))
+  .then(
+    (n) => n && logger.info(`harper-agent: armed ${n} pending follow-up(s)`),
+    (error) => logger.warn(`harper-agent: could not arm pending follow-ups: ${error}`)
+  );

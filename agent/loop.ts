@@ -13,12 +13,13 @@ import { contextBudget, estimateTokens, LEARNED_MARGIN, type Budget, type Contex
 import { callRecords, costOf, priceOf, RunMeter, totals, usd, type ModelCallLog } from './modelCalls.js';
 import { LiveWriter, type LiveEvent } from './sessionFeed.js';
 import { tokenCounter, type TokenCounter } from './tokenCount.js';
-import { RunSupersededError, workingSetCuts, type RunGuard, type Session, type SessionHeader, type SessionStore } from './session.js';
+import { RunSupersededError, SessionNotFoundError, workingSetCuts, type RunGuard, type Session, type SessionHeader, type SessionStore } from './session.js';
 import { systemPrompt } from './systemPrompt.js';
 import type { ToolRegistry } from './tools/index.js';
 import type { Scopes } from './tools/scopes.js';
-import { isDestructive, type ToolContext } from './tools/types.js';
+import { isDestructive, ToolError, type ToolContext } from './tools/types.js';
 import { environmentBlock, type HostEnvironment } from './environment.js';
+import { dueTime, FollowupError, type FireOutcome, type Followup, type Followups } from './followups.js';
 
 export interface LoopDeps {
   store: SessionStore;
@@ -38,6 +39,8 @@ export interface LoopDeps {
   publishLive?: (sessionId: string, event: LiveEvent) => void;
   /** The config in force; read once when a run starts. */
   config: () => AgentConfig;
+  /** Scheduled follow-ups (AgentFollowup): schedule_followup stores them, this node fires its own (absent: none). */
+  followups?: Followups;
   /** Where the agent runs: Harper's version, the node, threads, OS, Node, the agent's version (absent in unit tests). */
   environment?: HostEnvironment;
   log?: (message: string) => void;
@@ -437,6 +440,55 @@ export function startCompaction(deps: LoopDeps, id: string, runner: string, acce
   return launch(deps, id, runner, acceptedAt, (signal) => runCompaction(deps, id, { runner }, signal, before));
 }
 
+/** A follow-up's prompt as the model sees it: what it asked to be told, and when it asked. */
+export function followupPrompt(f: Followup): string {
+  return `Follow-up you scheduled at ${new Date(f.createdAt).toISOString()}: ${f.message}`;
+}
+
+/** Nothing to write: the follow-up was settled already, or the session is busy (abort the change, write nothing). */
+class NotNow extends Error {}
+
+/**
+ * Fires a due follow-up. Under the session's lock the follow-up is read again (another worker thread may have fired
+ * it, an operator cancelled it), marked fired, and its message appended as a prompt that starts a run, as agent_prompt
+ * does. A session that is running or awaiting approval is left for later ('busy'). The row is marked fired before the
+ * prompt is written: a crash between the two loses the follow-up rather than sending it twice.
+ */
+export async function fireFollowup(deps: LoopDeps, f: Followup): Promise<FireOutcome> {
+  const followups = deps.followups!;
+  const config = deps.config();
+  const runner = newRunner(deps.store.node);
+  let outcome: FireOutcome = 'done';
+  try {
+    const header = await deps.store.mutate(f.session_id, async (s) => {
+      const current = await followups.get(f.followup_id);
+      if (!current || current.status !== 'pending') throw new NotNow();
+      if (s.status === 'running' || s.status === 'awaiting_approval') {
+        outcome = 'busy';
+        throw new NotNow();
+      }
+      await followups.settle(current, 'fired');
+      outcome = 'fired';
+      s.status = 'running';
+      s.lastError = null;
+      s.runner = runner;
+      s.node ??= deps.store.node;
+      s.provider = config.provider;
+      s.model = config.model ?? Models.get(config.provider)?.defaultModel ?? s.model;
+      return [{ role: 'user', content: followupPrompt(current), followup: current.followup_id }];
+    });
+    startRun(deps, f.session_id, runner, undefined, header.updatedAt);
+  } catch (error) {
+    if (error instanceof NotNow) return outcome;
+    if (error instanceof SessionNotFoundError) {
+      await followups.settle(f, 'cancelled', 'the session is gone');
+      return 'done';
+    }
+    throw error;
+  }
+  return outcome;
+}
+
 function launch(deps: LoopDeps, id: string, runner: string, acceptedAt: number, work: (signal: AbortSignal) => Promise<void>): ActiveRun {
   const controller = new AbortController();
   const run: ActiveRun = { controller, runner, done: Promise.resolve() };
@@ -561,6 +613,17 @@ async function runSession(deps: LoopDeps, id: string, guard: RunGuard, signal: A
     // permissions; no user, no operations.
     const actingUser = config.user ?? session.user;
     if (actingUser && deps.operationsAs) ctx.operation = deps.operationsAs(actingUser);
+    const followups = deps.followups;
+    if (followups) {
+      ctx.scheduleFollowup = async (args) => {
+        if (config.maxFollowups === 0) throw new ToolError('follow-ups are turned off here (agent.maxFollowups is 0)');
+        try {
+          return await followups.schedule(id, session.node ?? deps.store.node, args.message, dueTime(args, config), config);
+        } catch (error) {
+          throw error instanceof FollowupError ? new ToolError(error.message) : error;
+        }
+      };
+    }
     for (;;) {
       if (signal.aborted) return;
       const pending = unansweredToolCalls(session.messages);

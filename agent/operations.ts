@@ -15,6 +15,7 @@ import { Models } from '../resources/models/models.js';
 import { sessionSummary, SessionNotFoundError, type SessionHeader } from './session.js';
 import { totals } from './modelCalls.js';
 import type { Cluster, Via } from './cluster.js';
+import type { FollowupStatus } from './followups.js';
 
 const Ajv = AjvModule.default ?? AjvModule;
 
@@ -124,7 +125,9 @@ export function createOperations(deps: OperationsDeps): Record<string, Operation
         const estimatedContextTokens = estimateTokens({ system: systemPrompt(deps.config().systemPromptAppend, environment), tools: deps.tools.specs(), messages: requestMessages(s.messages) }, counter);
         // What its model calls used and cost so far (list_agent_model_calls has each request).
         const modelCalls = totals((await deps.calls?.list({ session_id: s.session_id })) ?? []);
-        return { ...s, estimatedContextTokens, estimatedWith: counter?.name ?? 'bytes / 3', contextBudget: budget, modelCalls };
+        // Follow-ups still to come (list_agent_followups has the fired and cancelled ones too).
+        const followups = (await deps.followups?.list({ session_id: s.session_id, status: 'pending' })) ?? [];
+        return { ...s, estimatedContextTokens, estimatedWith: counter?.name ?? 'bytes / 3', contextBudget: budget, modelCalls, followups };
       },
     },
 
@@ -141,16 +144,19 @@ export function createOperations(deps: OperationsDeps): Record<string, Operation
         const id = input.session_id as string;
         const existing = await mustGetHeader(id);
         if (ownedElsewhere(existing)) return deps.cluster!.forward(existing.node!, input, via);
-        const session = await store.mutate(id, (s) => {
+        let followupsCancelled = 0;
+        const session = await store.mutate(id, async (s) => {
           if (s.status !== 'running' && s.status !== 'awaiting_approval') throw new HttpError(409, `session ${id} is ${s.status}: there is no run to cancel`);
           s.status = 'aborted';
           s.lastError = 'Cancelled with cancel_agent_run.';
           s.runner = null;
           s.pendingApprovals = [];
+          // Under the session's lock, so none of them fires in between.
+          followupsCancelled = (await deps.followups?.cancelSession(id, 'cancel_agent_run')) ?? 0;
         });
         // A run on another worker thread stops on this write's event (startRun watches the row).
         activeRun(id)?.controller.abort();
-        return { session_id: id, status: session.status };
+        return { session_id: id, status: session.status, followupsCancelled };
       },
     },
 
@@ -201,6 +207,34 @@ export function createOperations(deps: OperationsDeps): Record<string, Operation
         const s = await mustGet(id);
         const c = newestCompaction(s.messages);
         return { session_id: id, status: s.status, lastError: s.lastError, compaction: c >= accepted.messageCount ? messageView(s.messages[c]!, c) : null };
+      },
+    },
+
+    list_agent_followups: {
+      // Follow-ups the model scheduled (schedule_followup), soonest first: pending, fired and cancelled.
+      schema: object({ session_id: sessionId, status: { type: 'string', enum: ['pending', 'fired', 'cancelled'] } }),
+      async handle(input) {
+        if (!deps.followups) throw new HttpError(503, 'follow-ups are not available on this node');
+        return { followups: await deps.followups.list({ session_id: input.session_id as string | undefined, status: input.status as FollowupStatus | undefined }) };
+      },
+    },
+
+    cancel_agent_followup: {
+      // Cancels a pending follow-up on the node that owns its session (the one that would fire it), under the
+      // session's lock, so it is either fired already (409) or never fires.
+      schema: object({ followup_id: { type: 'string', minLength: 1, maxLength: 128, pattern: '^[A-Za-z0-9._:-]+$' } }, ['followup_id']),
+      async handle(input, _user, via = {}) {
+        const followups = deps.followups;
+        if (!followups) throw new HttpError(503, 'follow-ups are not available on this node');
+        const fid = input.followup_id as string;
+        const f = await followups.get(fid);
+        if (!f) throw new HttpError(404, `follow-up ${JSON.stringify(fid)} not found`);
+        if (deps.cluster && f.node && f.node !== node) return deps.cluster.forward(f.node, input, via);
+        return store.underLock(f.session_id, async () => {
+          const current = (await followups.get(fid))!;
+          if (current.status !== 'pending') throw new HttpError(409, `follow-up ${fid} is ${current.status}: only a pending follow-up can be cancelled`);
+          return followups.settle(current, 'cancelled', 'cancel_agent_followup');
+        });
       },
     },
 

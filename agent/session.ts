@@ -116,7 +116,7 @@ export function workingSetCuts(messages: readonly StoredMessage[], budgetBytes: 
 export function plainMessage(m: Record<string, any>): StoredMessage {
   const out: Record<string, unknown> = { role: m.role, content: m.content };
   if (m.toolCalls) out.toolCalls = Array.from(m.toolCalls as Record<string, any>[], (c) => ({ id: c.id, name: c.name, arguments: c.arguments }));
-  for (const key of ['toolCallId', 'name', 'isError', 'cut', 'keepFrom', 'compactedBy', 'detail'] as const) if (m[key] !== undefined && m[key] !== null) out[key] = m[key];
+  for (const key of ['toolCallId', 'name', 'isError', 'cut', 'keepFrom', 'compactedBy', 'detail', 'followup'] as const) if (m[key] !== undefined && m[key] !== null) out[key] = m[key];
   if (m.at !== undefined && m.at !== null) out.at = millis(m.at);
   return out as unknown as StoredMessage;
 }
@@ -437,6 +437,12 @@ export class SessionStore {
     await Promise.all(legacy.map((m, seq) => this.putMessage(id, seq, m)));
     header.messageCount = legacy.length;
     await this.tables.sessions().put(id, toRow(header));
+  }
+
+  /** Runs `task` holding the session's lock without changing the session (a change to a row that must not race the
+   * session's own changes: cancelling a follow-up that might be firing). */
+  underLock<T>(id: string, task: () => Promise<T>): Promise<T> {
+    return this.withLock(id, task);
   }
 
   private withLock<T>(id: string, task: () => Promise<T>): Promise<T> {

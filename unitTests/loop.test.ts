@@ -169,7 +169,7 @@ describe('the run loop', () => {
     const r = (await ops(h).agent_prompt.handle({ message: 'go' }, user)) as { session_id: string };
     await started;
     const c = await ops(h).cancel_agent_run.handle({ session_id: r.session_id }, user);
-    expect(c).to.deep.equal({ session_id: r.session_id, status: 'aborted' });
+    expect(c).to.deep.equal({ session_id: r.session_id, status: 'aborted', followupsCancelled: 0 });
     await activeRun(r.session_id)?.done;
     const s = (await h.store.get(r.session_id))!;
     expect(s.status).to.equal('aborted');

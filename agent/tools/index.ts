@@ -7,6 +7,7 @@ import { fsTools } from './fsTools.js';
 import { grepFilesTool } from './grepFiles.js';
 import { harperOperationTools } from './harperOps.js';
 import { httpFetchTool } from './httpFetch.js';
+import { scheduleFollowupTool } from './followupTool.js';
 import { threadTools } from './threadTools.js';
 import type { Tool } from './types.js';
 
@@ -38,7 +39,7 @@ export function createToolRegistry(tools: Tool[]): ToolRegistry {
 
 /**
  * The model's tools, composed from their sources in this order: the file tools, the data tools, Harper's own
- * operations, then the agent's own extras (http_fetch, profile_cpu, heap_usage, harper_best_practice). On a name clash the earlier source wins and the later tool is dropped: the file and data tools carry the
+ * operations, then the agent's own extras (http_fetch, schedule_followup, profile_cpu, heap_usage, harper_best_practice). On a name clash the earlier source wins and the later tool is dropped: the file and data tools carry the
  * agent's own guarantees (scopes, paging, hidden tables), which a same-named operation would bypass.
  */
 export function composeTools(...sources: Tool[][]): Tool[] {
@@ -47,4 +48,4 @@ export function composeTools(...sources: Tool[][]): Tool[] {
   return [...byName.values()];
 }
 
-export const defaultTools: Tool[] = composeTools([...fsTools, grepFilesTool], dataTools, harperOperationTools, [httpFetchTool, ...threadTools, bestPracticeTool]);
+export const defaultTools: Tool[] = composeTools([...fsTools, grepFilesTool], dataTools, harperOperationTools, [httpFetchTool, scheduleFollowupTool, ...threadTools, bestPracticeTool]);

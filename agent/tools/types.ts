@@ -1,4 +1,5 @@
 // A tool is its schema, its handler and its result shape in one place (see fsTools.ts). This is the shared shape.
+import type { Followup } from '../followups.js';
 import type { Scopes } from './scopes.js';
 
 export interface ToolContext {
@@ -14,6 +15,8 @@ export interface ToolContext {
   fetchAllow?: string[];
   /** Harper operations that change the instance the operator allows (agent.allowOperations); each waits for approval. */
   allowOperations?: string[];
+  /** Stores a follow-up for the run's session (schedule_followup); absent: follow-ups are not available. */
+  scheduleFollowup?: (args: { delaySeconds?: unknown; at?: unknown; message: string }) => Promise<Followup>;
 }
 
 export interface Tool {

@@ -10,7 +10,8 @@ export interface ToolCall {
 }
 
 export type Message =
-  | { role: 'user'; content: string; at?: number }
+  /** followup: the AgentFollowup id when the prompt was a follow-up the model scheduled (schedule_followup). */
+  | { role: 'user'; content: string; at?: number; followup?: string }
   | { role: 'assistant'; content: string; toolCalls?: ToolCall[]; at?: number }
   | {
       role: 'tool';
