@@ -135,7 +135,7 @@ describe('a two-node Harper cluster', function () {
 
     const t0 = Date.now();
     const cancelled = await b.h.op({ operation: 'cancel_agent_run', session_id: id });
-    expect(cancelled).to.deep.equal({ status: 200, body: { session_id: id, status: 'aborted' } });
+    expect(cancelled).to.deep.equal({ status: 200, body: { session_id: id, status: 'aborted', followupsCancelled: 0 } });
     const onA = await eventually(async () => {
       const s = await session(a, id);
       expect(s.status).to.equal('aborted');
@@ -166,6 +166,55 @@ describe('a two-node Harper cluster', function () {
     const calls = (await a.h.op({ operation: 'list_agent_model_calls', session_id: id })).body.calls;
     expect(calls.map((c: any) => [c.purpose, c.node])).to.deep.equal([['turn', a.name], ['compaction', a.name]]);
     await eventually(async () => expect((await session(b, id)).messages.at(-1)).to.include({ role: 'compaction', keepFrom: 2, content: answer.body.compaction.content }), 10_000);
+  });
+
+  it('a follow-up fires once, on the node that owns its session only; one cancelled from B never fires', async () => {
+    expect((await a.h.setConfig({ ...providerSettings('openai', server), followupMinSeconds: 1 })).status).to.equal(200);
+    await eventually(async () => expect((await b.h.op({ operation: 'get_agent_config' })).body).to.include({ followupMinSeconds: 1 }), 10_000);
+    const FOLLOWUP = /^Follow-up you scheduled at \S+: (.*)$/;
+    server.reset();
+    server.responder = (req) => {
+      const last = req.messages.at(-1)!;
+      if (last.role === 'tool') return { text: 'scheduled' };
+      const followup = FOLLOWUP.exec(last.text);
+      if (followup) return { text: `followed up: ${followup[1]}` };
+      const ask = /^come back in (\d+) s: (.*)$/.exec(last.text)!;
+      return { toolCalls: [{ name: 'schedule_followup', arguments: { delaySeconds: Number(ask[1]), message: ask[2] } }] };
+    };
+    const answered = (message: string) => server.requests.filter((r) => FOLLOWUP.exec(r.neutral.messages.at(-1)?.text ?? '')?.[1] === message).length;
+    const schedule = async (message: string, seconds: number) => {
+      const started = await a.h.op({ operation: 'agent_prompt', message: `come back in ${seconds} s: ${message}` });
+      const id = started.body.session_id as string;
+      const s = await eventually(async () => {
+        const s = await session(a, id);
+        expect(s.status).to.equal('completed');
+        return s;
+      }, 10_000);
+      return { id, followupId: JSON.parse(s.messages.at(-2).content).followup_id as string };
+    };
+    const kept = await schedule('replication caught up?', 6);
+    const dropped = await schedule('never this one', 6);
+    // B sees both rows (replicated), owned by A; cancelling one on B is done on A.
+    await eventually(async () => {
+      const onB = (await b.h.op({ operation: 'list_agent_followups', status: 'pending' })).body.followups;
+      expect(onB.map((f: any) => [f.followup_id, f.node]).sort()).to.deep.equal([[kept.followupId, a.name], [dropped.followupId, a.name]].sort());
+    }, 10_000);
+    const cancel = await b.h.op({ operation: 'cancel_agent_followup', followup_id: dropped.followupId });
+    expect(cancel.status, JSON.stringify(cancel.body)).to.equal(200);
+    expect(cancel.body).to.include({ status: 'cancelled', cancelReason: 'cancel_agent_followup', node: a.name });
+    await eventually(async () => expect(answered('replication caught up?')).to.equal(1), 20_000);
+    await eventually(async () => expect((await session(a, kept.id)).status).to.equal('completed'), 10_000);
+    await new Promise((r) => setTimeout(r, 3000));
+    expect(answered('replication caught up?')).to.equal(1);
+    expect(answered('never this one')).to.equal(0);
+    const calls = (await a.h.op({ operation: 'list_agent_model_calls', session_id: kept.id })).body.calls;
+    expect(calls.map((c: any) => c.node)).to.deep.equal([a.name, a.name, a.name]);
+    await eventually(async () => {
+      const onB = await session(b, kept.id);
+      expect(onB.messages.filter((m: any) => m.followup === kept.followupId)).to.have.length(1);
+      expect(onB.messages.at(-1)).to.include({ role: 'assistant', content: 'followed up: replication caught up?' });
+    }, 10_000);
+    server.responder = undefined;
   });
 
   it("a streaming answer on A is seen from B as it is written, before A stores it", async () => {
