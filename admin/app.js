@@ -90,6 +90,7 @@ function messageItem(m) {
     'div',
     { class: 'message-head' },
     el('span', { class: 'who' }, who),
+    m.followup ? el('span', { class: 'badge followup', title: `follow-up ${m.followup}, scheduled by the model` }, 'follow-up') : null,
     m.cut ? el('span', { class: `badge cut ${m.cut}`, title: CUT_TITLES[m.cut] }, CUT_LABELS[m.cut]) : null,
     failed ? el('span', { class: 'badge error' }, 'error') : null,
     m.at ? el('time', { datetime: new Date(m.at).toISOString() }, new Date(m.at).toLocaleTimeString()) : null,
@@ -143,7 +144,10 @@ function applyDelta(delta) {
   // (A run that ended without storing its answer, e.g. cut short at agent.maxTokens, leaves nothing to show either.)
   const over = delta.session.status !== 'running';
   for (const live of list.querySelectorAll('li.live')) if (over || live.classList.contains('failed') || delta.messages.some((m) => m.index === Number(live.dataset.index))) live.remove();
-  if (delta.messages.length || (ran && delta.session.status !== 'running')) showCalls(delta.session.session_id);
+  if (delta.messages.length || (ran && delta.session.status !== 'running')) {
+    showCalls(delta.session.session_id);
+    showFollowups(delta.session.session_id);
+  }
   for (const m of delta.messages) {
     current.messages[m.index] = m;
     const item = messageItem(m);
@@ -220,6 +224,7 @@ function select(id) {
   current.feed?.close();
   current = { id, session: null, messages: [], feed: null };
   $('transcript').replaceChildren();
+  $('followups').replaceChildren();
   $('calls').hidden = true;
   $('calls-summary').textContent = '';
   notice(null);
@@ -237,6 +242,39 @@ function select(id) {
   feed.addEventListener('live', (e) => applyLive(JSON.parse(e.data)));
   feed.addEventListener('deleted', () => notice('This session was deleted.'));
   current.feed = feed;
+}
+
+// The session's pending follow-ups (schedule_followup): when each is due and what it will say, with a Cancel button.
+async function showFollowups(id) {
+  let answer;
+  try {
+    answer = await operation({ operation: 'list_agent_followups', session_id: id, status: 'pending' });
+  } catch {
+    return;
+  }
+  if (current.id !== id) return;
+  $('followups').replaceChildren(
+    ...answer.followups.map((f) =>
+      el(
+        'div',
+        { class: 'followup', dataset: { followup: f.followup_id } },
+        el('strong', {}, 'Follow-up due '),
+        el('time', { datetime: new Date(f.dueAt).toISOString() }, new Date(f.dueAt).toLocaleString()),
+        el('pre', {}, f.message),
+        el('button', { type: 'button', class: 'cancel-followup', onclick: () => cancelFollowup(id, f.followup_id) }, 'Cancel follow-up')
+      )
+    )
+  );
+}
+
+async function cancelFollowup(id, followupId) {
+  notice(null);
+  try {
+    await operation({ operation: 'cancel_agent_followup', followup_id: followupId });
+  } catch (error) {
+    notice(error.message);
+  }
+  showFollowups(id);
 }
 
 async function answer(approvalId, approved) {

@@ -23,6 +23,8 @@ export interface MessageView {
   toolCalls?: { id: string; name: string; arguments: Record<string, unknown> }[];
   isError?: boolean;
   cut?: 'cap' | 'context' | 'workingSet';
+  /** A prompt that was a scheduled follow-up: its id. */
+  followup?: string;
   at?: number;
 }
 
@@ -34,6 +36,7 @@ export function messageView(m: StoredMessage, index: number): MessageView {
     if (m.detail) view.detail = m.detail;
   }
   if (m.role === 'assistant' && m.toolCalls?.length) view.toolCalls = m.toolCalls;
+  if (m.role === 'user' && m.followup) view.followup = m.followup;
   if (m.role === 'tool') {
     view.name = m.name;
     view.toolCallId = m.toolCallId;

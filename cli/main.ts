@@ -16,7 +16,8 @@ usage:
   harper-agent show ID [--full]                    a session's transcript (each message with its size) and model calls
   harper-agent compact ID                          replace what the model sees of a session by one summary (the
                                                    messages stay stored), between runs
-  harper-agent cancel ID                           stop a session's run
+  harper-agent cancel ID                           stop a session's run (and its pending follow-ups)
+  harper-agent cancel-followup FOLLOWUP            cancel a follow-up the model scheduled
   harper-agent approve ID APPROVAL [--deny]        answer a pending approval, then follow the run
   harper-agent config [key=value ...]              show agent.* config, or change keys (values as JSON, else text)
 
@@ -236,6 +237,12 @@ export async function run(argv: string[], io: Io): Promise<number> {
       const messages = (s.messages as Parameters<typeof messageView>[0][]).map(messageView);
       const calls = await client.op({ operation: 'list_agent_model_calls', session_id: args[0] });
       print(`${transcript(s, messages, flags.full === true)}\n${callsTable(calls.calls, calls.totals)}`, { ...s, messages, modelCalls: calls });
+      return EXIT.ok;
+    }
+    case 'cancel-followup': {
+      needs(args, 1, 'cancel-followup FOLLOWUP');
+      const answer = await client.op({ operation: 'cancel_agent_followup', followup_id: args[0] });
+      print(`follow-up ${answer.followup_id} cancelled (it was due ${new Date(answer.dueAt).toISOString()})`, answer);
       return EXIT.ok;
     }
     case 'compact': {

@@ -155,7 +155,7 @@ export function compactionLines(m: MessageView): string[] {
 
 /** `show`: the header, then each message with its size and marks; long tool results show their head; a compaction
  * record shows the boundary and the whole summary the model sees from there on. */
-export function transcript(s: { session_id: string; status: string; provider: string; model: string | null; bytes: number; lastError: string | null; estimatedContextTokens?: number; contextBudget?: { tokens: number | null; source: string } | null; pendingApprovals: ApprovalView[] }, messages: MessageView[], full: boolean): string {
+export function transcript(s: { session_id: string; status: string; provider: string; model: string | null; bytes: number; lastError: string | null; estimatedContextTokens?: number; contextBudget?: { tokens: number | null; source: string } | null; pendingApprovals: ApprovalView[]; followups?: FollowupView[] }, messages: MessageView[], full: boolean, now = Date.now()): string {
   const out = [`session ${s.session_id} · ${s.status} · ${s.provider}${s.model ? ` / ${s.model}` : ''} · ${messages.length} messages · ${formatBytes(s.bytes)}`];
   if (s.estimatedContextTokens !== undefined) {
     const budget = s.contextBudget?.tokens ? ` of a ${s.contextBudget.tokens.toLocaleString('en-US')}-token budget (${s.contextBudget.source})` : '';
@@ -167,7 +167,7 @@ export function transcript(s: { session_id: string; status: string; provider: st
       out.push(...compactionLines(m));
       continue;
     }
-    const who = m.role === 'tool' ? `tool ${m.name}` : m.role;
+    const who = m.role === 'tool' ? `tool ${m.name}` : m.followup ? `user (follow-up ${m.followup})` : m.role;
     out.push(`#${m.index} ${who} · ${formatBytes(m.bytes)}${marks(m)}`);
     // A tool result is one long JSON line: its head is enough to see what it was, --full shows it whole.
     if (m.role === 'tool' && !full && m.content.length > 200) out.push(`    ${m.content.slice(0, 200)}… (--full shows all)`);
@@ -175,7 +175,21 @@ export function transcript(s: { session_id: string; status: string; provider: st
     for (const c of m.role === 'assistant' ? (m.toolCalls ?? []) : []) out.push(`    → ${c.name} ${JSON.stringify(c.arguments)}`);
   }
   for (const p of s.pendingApprovals) out.push(...approvalLines(s.session_id, p));
+  for (const f of s.followups ?? []) out.push(...followupLines(f, now));
   return out.join('\n');
+}
+
+export interface FollowupView {
+  followup_id: string;
+  message: string;
+  dueAt: number;
+}
+
+/** A pending follow-up: when it is due, what it will say, and how to cancel it. */
+export function followupLines(f: FollowupView, now = Date.now()): string[] {
+  const seconds = Math.round((f.dueAt - now) / 1000);
+  const when = seconds > 0 ? `in ${seconds.toLocaleString('en-US')} s` : 'now';
+  return [`⏰ follow-up ${f.followup_id} due ${new Date(f.dueAt).toISOString()} (${when}): ${clip(f.message, 200)}`, `  cancel it: harper-agent cancel-followup ${f.followup_id}`];
 }
 
 /** `config`: every agent.* key with the value in force (default or set), its default and its bounds, from the schema;

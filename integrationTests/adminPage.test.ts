@@ -61,7 +61,8 @@ describe('the admin page in headless Chromium', function () {
     const row = await suite.h.row(id);
     const s = (await suite.h.op({ operation: 'get_agent_session', session_id: id })).body;
     await page.waitForFunction((n) => document.querySelectorAll('#transcript > li').length === n, row.messages.length);
-    expect(await shownMessages()).to.deep.equal(row.messages.map((m: any) => [`message ${m.role}`, fmt(messageBytes(m))]));
+    // Each message with its class (a result the working set cut is marked) and its stored size.
+    expect(await shownMessages()).to.deep.equal(row.messages.map((m: any) => [['message', m.role, m.cut ? `cut-${m.cut}` : ''].filter(Boolean).join(' '), fmt(messageBytes(m))]));
     expect(await page.locator('#transcript > li').last().locator('pre').textContent()).to.equal(row.messages.at(-1).content);
     expect(await page.locator('#session-meta').textContent()).to.equal(`local / local-deterministic · ${row.messages.length} messages · ${fmt(s.bytes)}`);
     const listed = page.locator(`#sessions tr[data-id="${id}"] td`);
@@ -192,6 +193,42 @@ describe('the admin page in headless Chromium', function () {
       expect(await item.locator('pre').textContent()).to.equal(record.content);
     }
     await page.screenshot({ path: path.join(OUTPUT, 'admin-compaction.png'), fullPage: true });
+  });
+
+  it('lists a pending follow-up with a Cancel button that cancels it; a follow-up that fires shows live, marked', async () => {
+    const { h, server } = suite;
+    const FOLLOWUP = /^Follow-up you scheduled at \S+: (.*)$/;
+    server.reset();
+    server.responder = (req) => {
+      const last = req.messages.at(-1)!;
+      if (last.role === 'tool') return { text: 'scheduled' };
+      const followup = FOLLOWUP.exec(last.text);
+      if (followup) return { text: `followed up: ${followup[1]}` };
+      const ask = /^come back in (\d+) s: (.*)$/.exec(last.text)!;
+      return { toolCalls: [{ name: 'schedule_followup', arguments: { delaySeconds: Number(ask[1]), message: ask[2] } }] };
+    };
+    expect((await h.setConfig({ provider: 'openai', baseUrl: `${server.url}/v1`, apiKey: 'k', maxRetries: 0, followupMinSeconds: 1 })).status).to.equal(200);
+    await open();
+    await page.fill('#prompt', 'come back in 600 s: is the index rebuilt?');
+    await page.click('#send');
+    await waitForStatus('completed');
+    const box = page.locator('#followups .followup');
+    await box.waitFor({ timeout: 10_000 });
+    expect(await box.locator('pre').textContent()).to.equal('is the index rebuilt?');
+    const id = (await box.getAttribute('data-followup'))!;
+    await box.locator('button.cancel-followup').click();
+    await page.waitForFunction(() => document.querySelectorAll('#followups .followup').length === 0, undefined, { timeout: 10_000 });
+    const [row] = (await h.op({ operation: 'list_agent_followups', session_id: await currentId() })).body.followups;
+    expect(row).to.include({ followup_id: id, status: 'cancelled', cancelReason: 'cancel_agent_followup' });
+
+    await page.fill('#prompt', 'come back in 2 s: has the lag cleared?');
+    await page.click('#send');
+    await page.waitForFunction(() => document.querySelector('#transcript > li:last-child pre')?.textContent === 'followed up: has the lag cleared?', undefined, { timeout: 20_000 });
+    const marked = page.locator('#transcript > li.user .badge.followup');
+    expect(await marked.count()).to.equal(1);
+    expect(await marked.locator('xpath=../..').locator('pre').textContent()).to.match(/^Follow-up you scheduled at \S+: has the lag cleared\?$/);
+    await page.screenshot({ path: path.join(OUTPUT, 'admin-followup.png'), fullPage: true });
+    expect((await h.setConfig({ followupMinSeconds: null })).status).to.equal(200);
   });
 
   it('keeps following across a restart of Harper\'s worker threads: the page reconnects by itself', async () => {

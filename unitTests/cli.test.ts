@@ -83,6 +83,19 @@ describe('CLI', () => {
     expect(compactionLines(digest)[0]).to.equal('  ══ #3 compaction · 1 bytes · the model sees a deterministic digest below instead of messages #0-#1 (the summary call failed: 500) ══');
   });
 
+  it('marks a follow-up prompt with its id, and lists pending follow-ups with when they are due and how to cancel them', () => {
+    const prompt = messageView({ role: 'user', content: 'Follow-up you scheduled at 2026-12-04T19:00:00.000Z: check the job', followup: 'f-1' }, 4);
+    expect(prompt.followup).to.equal('f-1');
+    const now = Date.UTC(2026, 11, 4, 19, 0, 0);
+    const shown = transcript({ session_id: 's', status: 'completed', provider: 'openai', model: 'm', bytes: 100, lastError: null, pendingApprovals: [], followups: [{ followup_id: 'f-2', message: 'is replication caught up?', dueAt: now + 90_000 }] }, [prompt], false, now).split('\n');
+    expect(shown.slice(1)).to.deep.equal([
+      '#4 user (follow-up f-1) · 66 bytes',
+      '    Follow-up you scheduled at 2026-12-04T19:00:00.000Z: check the job',
+      '⏰ follow-up f-2 due 2026-12-04T19:01:30.000Z (in 90 s): is replication caught up?',
+      '  cancel it: harper-agent cancel-followup f-2',
+    ]);
+  });
+
   it('shows a session\'s model calls, one row per request, with the totals', () => {
     const call = { host: 'api.openai.com', model: 'gpt-4.1-mini', requestBytes: 15030, latencyMs: 812 };
     const lines = callsTable(
