@@ -109,6 +109,7 @@ function renderHead() {
   $('last-error').hidden = !s?.lastError;
   $('last-error').textContent = s?.lastError ?? '';
   $('cancel-run').hidden = !(s && (s.status === 'running' || s.status === 'awaiting_approval'));
+  $('delete-session').hidden = !s || s.status === 'running' || s.status === 'awaiting_approval';
   $('send').disabled = !!s && (s.status === 'running' || s.status === 'awaiting_approval');
   if (!s) {
     $('session-meta').textContent = '';
@@ -276,6 +277,20 @@ async function cancelFollowup(id, followupId) {
   }
   showFollowups(id);
 }
+
+// Deletes the open session and everything of it, once the operator confirms.
+$('delete-session').addEventListener('click', async () => {
+  const id = current.id;
+  if (!id || !confirm(`Delete session ${id} with its messages, model calls and follow-ups? This cannot be undone.`)) return;
+  notice(null);
+  try {
+    await operation({ operation: 'delete_agent_session', session_id: id });
+    sessions.delete(id);
+    select(null);
+  } catch (error) {
+    notice(error.message);
+  }
+});
 
 async function answer(approvalId, approved) {
   notice(null);

@@ -36,6 +36,8 @@ export interface AgentConfig {
   followupMinSeconds: number;
   followupMaxSeconds: number;
   maxFollowups: number;
+  retainSessionsDays?: number;
+  retainModelCallsDays?: number;
   autoApprove: boolean;
   maxTokens: number;
   apiKey?: string;

@@ -17,7 +17,8 @@ import { operationsListener } from './http.js';
 import { fireFollowup, recoverInterruptedRuns } from './loop.js';
 import { Followups, type FollowupTable } from './followups.js';
 import { hostEnvironment } from './environment.js';
-import { serveThreadProbes } from './threadProbe.js';
+import { serveThreadProbes, workerIndex } from './threadProbe.js';
+import { EXPIRY_INTERVAL_MS, Lifecycle } from './lifecycle.js';
 import { createOperations, type OperationsDeps } from './operations.js';
 import { endEventStreams, type SubscribableTable } from './sessionFeed.js';
 import { SessionStore, type SessionTable, type ThreadLock } from './session.js';
@@ -75,16 +76,19 @@ const store = new SessionStore({
 });
 // Follow-ups this node owns fire here (every worker thread arms them; the session's lock lets one fire each).
 const followups = new Followups(() => databases.agent?.AgentFollowup as unknown as FollowupTable | undefined, node, (m) => logger.warn(m));
+const calls = new ModelCallLog(() => databases.agent?.AgentModelCall as unknown as CallTable | undefined);
+const lifecycle = new Lifecycle(store, calls, followups, (m) => logger.info(m));
 const deps: OperationsDeps = {
   store,
   followups,
+  lifecycle,
   tools: createToolRegistry(defaultTools),
   scopes,
   databases,
   operationsAs: operationsAs(server),
   ownOrigins: [harper.http?.port, port].filter(Boolean).flatMap((p) => [`http://127.0.0.1:${p}`, `http://localhost:${p}`]),
   limits: new ContextLimits(() => databases.agent?.AgentContextLimit as unknown as LimitTable | undefined),
-  calls: new ModelCallLog(() => databases.agent?.AgentModelCall as unknown as CallTable | undefined),
+  calls,
   // Harper's publish: an audit-log entry every subscriber on every thread sees, the record itself untouched.
   publishLive: (id, event) => void (databases.agent!.AgentLiveText as unknown as { publish(id: string, message: unknown): unknown }).publish(id, event),
   config: () => configs.current(),
@@ -141,7 +145,14 @@ parentPort?.on('message', (message: { type?: string } | undefined) => {
   if (message?.type === 'shutdown') endEventStreams();
 });
 
-recoverInterruptedRuns(store)
+// A delete a crash interrupted finishes first (agent/lifecycle.ts), then interrupted runs are marked.
+ready
+  .then(() => lifecycle.finishInterrupted())
+  .then(
+    (n) => n && logger.warn(`harper-agent: finished ${n} session delete(s) a restart interrupted`),
+    (error) => logger.warn(`harper-agent: could not finish interrupted deletes: ${error}`)
+  )
+  .then(() => recoverInterruptedRuns(store))
   .then(
     (n) => n && logger.warn(`harper-agent: marked ${n} run(s) interrupted by a restart as error`),
     (error) => logger.warn(`harper-agent: could not check for interrupted runs: ${error}`)
@@ -152,3 +163,12 @@ recoverInterruptedRuns(store)
     (n) => n && logger.info(`harper-agent: armed ${n} pending follow-up(s)`),
     (error) => logger.warn(`harper-agent: could not arm pending follow-ups: ${error}`)
   );
+
+// Retention (agent.retainSessionsDays, agent.retainModelCallsDays): one worker thread per node runs it a minute after
+// boot and hourly; it is idempotent, so every node may run it.
+if (workerIndex() === 0) {
+  const expire = () =>
+    lifecycle.expire(configs.current()).catch((error) => logger.warn(`harper-agent: retention could not run: ${error}`));
+  setTimeout(expire, 60_000).unref();
+  setInterval(expire, EXPIRY_INTERVAL_MS).unref();
+}

@@ -25,6 +25,7 @@ export interface Followup {
 export interface FollowupTable {
   get(id: string): unknown;
   put(id: string, record: Record<string, unknown>): unknown;
+  delete?(id: string): unknown;
   search(query: Record<string, unknown>): AsyncIterable<unknown>;
 }
 
@@ -144,6 +145,16 @@ export class Followups {
     await this.rows().put(f.followup_id, toRow(settled));
     this.disarm(f.followup_id);
     return settled;
+  }
+
+  /** Removes every follow-up of a session (a deleted session), disarming its timers; answers how many. */
+  async deleteSession(sessionId: string): Promise<number> {
+    const all = await this.list({ session_id: sessionId });
+    for (const f of all) {
+      this.disarm(f.followup_id);
+      await this.rows().delete!(f.followup_id);
+    }
+    return all.length;
   }
 
   /** Cancels every pending follow-up of a session (cancel_agent_run); answers how many. */

@@ -3,7 +3,8 @@
 import type { Readable } from 'node:stream';
 import { errorInfo } from '../resources/models/agentLoop.js';
 import { FORWARDED_HEADER, type Via } from './cluster.js';
-import { checkInput, HttpError, type User } from './operations.js';
+import { Readable as ReadableStream } from 'node:stream';
+import { checkInput, HttpError, StreamedAnswer, type User } from './operations.js';
 
 /** Largest body an agent operation accepts; larger bodies are peeked only far enough to answer 413. */
 export const MAX_AGENT_BODY_BYTES = 1024 * 1024;
@@ -92,6 +93,21 @@ export async function runOperation(operations: Operations, name: string, input: 
 /** runOperation answered as JSON over HTTP. */
 export async function answerOperation(operations: Operations, name: string, input: Record<string, unknown>, request: HarperRequest, log: (message: string) => void): Promise<HarperResponse> {
   const answer = await runOperation(operations, name, input, request.user, viaOf(request), log);
+  if (answer.body instanceof StreamedAnswer) {
+    // Written as it is produced; a failure part way ends the body with a line saying so (the status is sent already).
+    const { contentType, chunks } = answer.body;
+    const body = ReadableStream.from(
+      (async function* () {
+        try {
+          yield* chunks;
+        } catch (error) {
+          log(`harper-agent: ${name} failed while streaming: ${errorInfo(error)}`);
+          yield `\n\n[export failed part way: ${errorInfo(error)}]\n`;
+        }
+      })()
+    );
+    return { status: 200, headers: new Headers({ 'content-type': contentType }), body };
+  }
   return json(answer.status, answer.body);
 }
 

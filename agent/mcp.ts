@@ -24,7 +24,7 @@ const DESCRIPTIONS: Record<string, { description: string; readOnly: boolean }> =
       'marked). The last assistant message of a completed session is the answer.',
     readOnly: true,
   },
-  list_agent_sessions: { description: 'Sessions, newest first, without their transcripts (status, sizes, last error, title).', readOnly: true },
+  list_agent_sessions: { description: 'Sessions, newest first, without their transcripts (status, sizes, last error, title), a page at a time (nextCursor), filtered by status, user or title.', readOnly: true },
   approve_agent_action: {
     description: 'Approve (or deny, approved: false) an action a run is waiting for (e.g. write_file); the run then goes on.',
     readOnly: false,

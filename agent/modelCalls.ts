@@ -158,13 +158,14 @@ export function callRecords(
 /** Where the log is kept: `agent.AgentModelCall` in Harper, a map in unit tests. */
 export interface CallTable {
   put(id: string, record: Record<string, unknown>): unknown;
+  delete?(id: string): unknown;
   search(query: Record<string, unknown>): AsyncIterable<unknown>;
 }
 
 const plain = (r: ModelCallRecord): ModelCallRecord => ({
   id: r.id,
   session_id: r.session_id,
-  at: (r.at as unknown) instanceof Date ? (r.at as unknown as Date).getTime() : Number(r.at),
+  at: (r.at as unknown) instanceof Date ? (r.at as unknown as Date).getTime() : typeof r.at === 'string' ? Date.parse(r.at) : Number(r.at),
   node: r.node ?? null,
   provider: r.provider,
   host: r.host,
@@ -225,5 +226,49 @@ export class ModelCallLog {
     } else out = this.rows.filter((r) => !query.session_id || r.session_id === query.session_id);
     if (query.since !== undefined) out = out.filter((r) => r.at >= query.since!);
     return out.sort((a, b) => a.at - b.at);
+  }
+
+  /** Every session's calls, newest first, one page: at most `limit` records older than `before` (a record's
+   * `cursor`), read from the `at` index so a page costs its own size, not the table's. */
+  async page(limit: number, before?: { at: number; id: string }): Promise<{ calls: ModelCallRecord[]; next: { at: number; id: string } | null }> {
+    const table = this.table?.();
+    const calls: ModelCallRecord[] = [];
+    const older = (r: ModelCallRecord) => !before || r.at < before.at || (r.at === before.at && r.id < before.id);
+    if (table) {
+      const conditions = before ? [{ attribute: 'at', comparator: 'less_than_equal', value: new Date(before.at) }] : [{ attribute: 'at', comparator: 'greater_than_equal', value: new Date(0) }];
+      for await (const row of table.search({ conditions, sort: { attribute: 'at', descending: true } })) {
+        const r = plain(row as ModelCallRecord);
+        if (!older(r)) continue;
+        calls.push(r);
+        if (calls.length > limit) break;
+      }
+    } else calls.push(...this.rows.filter(older).sort((a, b) => b.at - a.at || (a.id < b.id ? 1 : -1)).slice(0, limit + 1));
+    const more = calls.length > limit;
+    const page = calls.slice(0, limit);
+    return { calls: page, next: more ? { at: page.at(-1)!.at, id: page.at(-1)!.id } : null };
+  }
+
+  /** Removes a session's calls (a deleted session); answers how many. */
+  async deleteSession(sessionId: string): Promise<number> {
+    const ids = (await this.list({ session_id: sessionId })).map((r) => r.id);
+    await this.remove(ids);
+    return ids.length;
+  }
+
+  /** Removes every call made before `cutoff` (agent.retainModelCallsDays); answers how many. */
+  async expireBefore(cutoff: number): Promise<number> {
+    const table = this.table?.();
+    const ids: string[] = [];
+    if (table) {
+      for await (const row of table.search({ conditions: [{ attribute: 'at', comparator: 'less_than', value: new Date(cutoff) }] })) ids.push(String((row as ModelCallRecord).id));
+    } else ids.push(...this.rows.filter((r) => r.at < cutoff).map((r) => r.id));
+    await this.remove(ids);
+    return ids.length;
+  }
+
+  private async remove(ids: string[]): Promise<void> {
+    const table = this.table?.();
+    if (table) for (const id of ids) await table.delete!(id);
+    else for (let i = this.rows.length - 1; i >= 0; i--) if (ids.includes(this.rows[i]!.id)) this.rows.splice(i, 1);
   }
 }

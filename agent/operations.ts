@@ -16,6 +16,8 @@ import { sessionSummary, SessionNotFoundError, type SessionHeader } from './sess
 import { totals } from './modelCalls.js';
 import type { Cluster, Via } from './cluster.js';
 import type { FollowupStatus } from './followups.js';
+import { Lifecycle } from './lifecycle.js';
+import { exportJson, exportMarkdown, EXPORT_FORMATS } from './export.js';
 
 const Ajv = AjvModule.default ?? AjvModule;
 
@@ -23,6 +25,24 @@ export class HttpError extends Error {
   constructor(readonly status: number, message: string) {
     super(message);
   }
+}
+
+/** An answer sent as it is produced (export_agent_session), not as one JSON body. */
+export class StreamedAnswer {
+  constructor(readonly contentType: string, readonly chunks: AsyncIterable<string>) {}
+}
+
+/** A list's cursor: the sort key of the last item it returned, opaque to the caller. */
+const cursorOf = (at: number, id: string) => Buffer.from(JSON.stringify([at, id])).toString('base64url');
+function readCursor(cursor: unknown): { at: number; id: string } | undefined {
+  if (cursor === undefined) return undefined;
+  try {
+    const [at, id] = JSON.parse(Buffer.from(String(cursor), 'base64url').toString('utf8')) as [unknown, unknown];
+    if (typeof at === 'number' && typeof id === 'string') return { at, id };
+  } catch {
+    // fall through
+  }
+  throw new HttpError(400, 'cursor is not one this operation returned (pass nextCursor back as it is)');
 }
 
 export interface OperationsDeps extends LoopDeps {
@@ -37,6 +57,8 @@ export interface OperationsDeps extends LoopDeps {
   instance: { version: string; startedAt: string };
   /** This node, and the way to the node that owns a session (absent in unit tests: every session is local). */
   cluster?: Cluster;
+  /** Deleting, expiring and exporting sessions (agent/lifecycle.ts); built from the store when absent. */
+  lifecycle?: Lifecycle;
 }
 
 export interface User {
@@ -70,6 +92,7 @@ export function createOperations(deps: OperationsDeps): Record<string, Operation
   const mustGetHeader = async (id: string) => found(await store.header(id), id);
   /** A session another node owns is run, cancelled and approved there: the operation goes to that node. */
   const ownedElsewhere = (s: SessionHeader) => !!deps.cluster && !!s.node && s.node !== node;
+  const lifecycle = deps.lifecycle ?? new Lifecycle(store, deps.calls, deps.followups, deps.log);
 
   return {
     agent_prompt: {
@@ -132,9 +155,76 @@ export function createOperations(deps: OperationsDeps): Record<string, Operation
     },
 
     list_agent_sessions: {
-      schema: object({ limit: { type: 'integer', minimum: 1, maximum: 1000 } }),
+      // Newest first, a page at a time: pass nextCursor back as cursor for the next one. Filters: status, user (exact)
+      // and title (a case-insensitive part of the first prompt).
+      schema: object({
+        limit: { type: 'integer', minimum: 1, maximum: 1000 },
+        cursor: { type: 'string', minLength: 1, maxLength: 512 },
+        status: { type: 'string', enum: ['idle', 'running', 'awaiting_approval', 'completed', 'aborted', 'error'] },
+        user: { type: 'string', minLength: 1, maxLength: 256 },
+        title: { type: 'string', minLength: 1, maxLength: 256 },
+      }),
       async handle(input) {
-        return (await store.list((input.limit as number | undefined) ?? 50)).map(sessionSummary);
+        const limit = (input.limit as number | undefined) ?? 50;
+        const after = readCursor(input.cursor);
+        const title = (input.title as string | undefined)?.toLowerCase();
+        const matches = (s: SessionHeader) =>
+          (!input.status || s.status === input.status) &&
+          (!input.user || s.user === input.user) &&
+          (!title || (s.title ?? '').toLowerCase().includes(title)) &&
+          (!after || s.updatedAt < after.at || (s.updatedAt === after.at && s.session_id > after.id));
+        const found = (await store.list(Number.MAX_SAFE_INTEGER, matches)).slice(0, limit + 1);
+        const page = found.slice(0, limit);
+        const last = page.at(-1);
+        return { sessions: page.map(sessionSummary), nextCursor: found.length > limit && last ? cursorOf(last.updatedAt, last.session_id) : null };
+      },
+    },
+
+    delete_agent_session: {
+      // The session and everything of it (messages, model calls, follow-ups, approvals), on the node that owns it, in a
+      // step a crash cannot leave half done (agent/lifecycle.ts). A running session is refused: cancel it first.
+      schema: object({ session_id: sessionId }, ['session_id']),
+      async handle(input, _user, via = {}) {
+        const id = input.session_id as string;
+        const existing = await mustGetHeader(id);
+        if (ownedElsewhere(existing)) return deps.cluster!.forward(existing.node!, input, via);
+        try {
+          const deleted = await lifecycle.deleteSession(id, (s) => {
+            if (s.status === 'running' || s.status === 'awaiting_approval') throw new HttpError(409, `session ${id} is ${s.status}: cancel it with cancel_agent_run first`);
+          });
+          return { ...deleted, deleted: true };
+        } catch (error) {
+          if (error instanceof SessionNotFoundError) throw new HttpError(404, error.message);
+          throw error;
+        }
+      },
+    },
+
+    expire_agent_data: {
+      // Runs the retention now (each node also runs it hourly): finished sessions older than agent.retainSessionsDays
+      // with all of theirs, and model calls older than agent.retainModelCallsDays. Answers what it removed.
+      schema: object({}),
+      async handle() {
+        const config = deps.config();
+        return { retainSessionsDays: config.retainSessionsDays ?? null, retainModelCallsDays: config.retainModelCallsDays ?? null, ...(await lifecycle.expire(config)) };
+      },
+    },
+
+    export_agent_session: {
+      // The whole transcript (cut marks, compaction summaries, follow-up prompts), pending approvals, follow-ups and the
+      // model-call totals, as Markdown (default) or JSON, streamed message by message.
+      schema: object({ session_id: sessionId, format: { type: 'string', enum: EXPORT_FORMATS } }, ['session_id']),
+      async handle(input) {
+        const header = await mustGetHeader(input.session_id as string);
+        const parts = {
+          header,
+          messages: store.messages(header.session_id, header.messageCount),
+          modelCalls: totals((await deps.calls?.list({ session_id: header.session_id })) ?? []),
+          followups: (await deps.followups?.list({ session_id: header.session_id })) ?? [],
+        };
+        return input.format === 'json'
+          ? new StreamedAnswer('application/json', exportJson(parts))
+          : new StreamedAnswer('text/markdown; charset=utf-8', exportMarkdown(parts));
       },
     },
 
@@ -260,13 +350,19 @@ export function createOperations(deps: OperationsDeps): Record<string, Operation
     list_agent_model_calls: {
       // The model-call log: one record per provider request (retries included), oldest first, with totals. For one
       // session (404 when there is no such session), or the newest `limit` records of every session.
-      schema: object({ session_id: sessionId, limit: { type: 'integer', minimum: 1, maximum: 10000 } }),
+      schema: object({ session_id: sessionId, limit: { type: 'integer', minimum: 1, maximum: 10000 }, cursor: { type: 'string', minLength: 1, maxLength: 512 } }),
       async handle(input) {
         const id = input.session_id as string | undefined;
-        if (id !== undefined) await mustGetHeader(id);
-        const all = (await deps.calls?.list(id ? { session_id: id } : {})) ?? [];
-        const calls = all.slice(-((input.limit as number | undefined) ?? 1000));
-        return { calls, totals: totals(all) };
+        const limit = (input.limit as number | undefined) ?? 1000;
+        if (id === undefined) {
+          // Every session's: newest first, one page read from the `at` index (bounded), totals of the page.
+          const page = (await deps.calls?.page(limit, readCursor(input.cursor))) ?? { calls: [], next: null };
+          return { calls: page.calls, totals: totals(page.calls), nextCursor: page.next ? cursorOf(page.next.at, page.next.id) : null };
+        }
+        if (input.cursor !== undefined) throw new HttpError(400, 'cursor pages the log of every session; a session_id answers its calls whole');
+        await mustGetHeader(id);
+        const all = (await deps.calls?.list({ session_id: id })) ?? [];
+        return { calls: all.slice(-limit), totals: totals(all) };
       },
     },
 

@@ -48,6 +48,7 @@ export interface Session extends SessionHeader {
 export interface SessionTable {
   get(id: string): unknown;
   put(id: string, record: Record<string, unknown>): unknown;
+  delete?(id: string): unknown;
   search(query: Record<string, unknown>): AsyncIterable<unknown>;
   subscribe?(query: Record<string, unknown>): unknown;
 }
@@ -150,9 +151,13 @@ function jsonBytes(m: StoredMessage): number {
 }
 
 /** A row (or a table event's value) as a plain header. */
+/** A deleted session's row until its delete finishes (agent/lifecycle.ts): every read treats it as gone. */
+export const DELETING = 'deleting';
+
 export function toHeader(record: unknown): SessionHeader | undefined {
   if (!record) return undefined;
   const r = record as Record<string, unknown>;
+  if (r.status === DELETING) return undefined;
   const legacy = legacyMessages(r);
   return {
     session_id: String(r.session_id),
@@ -306,19 +311,21 @@ export class SessionStore {
     if (!table.subscribe) return () => undefined;
     const queue = (await table.subscribe({ id, omitCurrent: true })) as { on(e: 'data', l: (event: { value?: unknown }) => void): unknown; emit(e: 'close'): unknown };
     queue.on('data', (event) => {
-      if (event.value) onChange(toHeader(event.value)!);
-      else void this.header(id).then((h) => h && onChange(h));
+      const header = event.value ? toHeader(event.value) : undefined;
+      if (header) onChange(header);
+      else if (!event.value) void this.header(id).then((h) => h && onChange(h));
     });
     return () => void queue.emit('close');
   }
 
-  async list(limit: number): Promise<SessionHeader[]> {
+  /** Sessions newest first (ties by id), those `keep` accepts, at most `limit`. */
+  async list(limit: number, keep: (s: SessionHeader) => boolean = () => true): Promise<SessionHeader[]> {
     const all: SessionHeader[] = [];
     for await (const record of this.tables.sessions().search({ conditions: [] })) {
       const s = toHeader(record);
-      if (s) all.push(s);
+      if (s && keep(s)) all.push(s);
     }
-    return all.sort((a, b) => b.updatedAt - a.updatedAt).slice(0, limit);
+    return all.sort((a, b) => b.updatedAt - a.updatedAt || (a.session_id < b.session_id ? -1 : a.session_id > b.session_id ? 1 : 0)).slice(0, limit);
   }
 
   /**
@@ -437,6 +444,58 @@ export class SessionStore {
     await Promise.all(legacy.map((m, seq) => this.putMessage(id, seq, m)));
     header.messageCount = legacy.length;
     await this.tables.sessions().put(id, toRow(header));
+  }
+
+  /**
+   * The first half of a delete: under the session's lock, `refuse` may throw (a running session), else the row becomes
+   * a tombstone (status `deleting`) that every read treats as gone. `purge` removes the rest; a crash in between leaves
+   * the tombstone for `deleting()` to find at the next boot.
+   */
+  async markDeleting(id: string, refuse: (header: SessionHeader) => void = () => undefined): Promise<SessionHeader> {
+    return this.withLock(id, async () => {
+      const row = (await this.tables.sessions().get(id)) as Record<string, unknown> | undefined;
+      const header = toHeader(row);
+      if (!header) throw new SessionNotFoundError(id);
+      refuse(header);
+      await this.tables.sessions().put(id, { ...toRow(header), status: DELETING, updatedAt: new Date() });
+      return header;
+    });
+  }
+
+  /** The second half of a delete: the session's message records, then its row. Answers how many messages went. */
+  async purge(id: string): Promise<number> {
+    const messages = this.tables.messages();
+    const keys: string[] = [];
+    for await (const record of messages.search({ conditions: [{ attribute: 'session_id', comparator: 'equals', value: id }] })) keys.push(String((record as { id: unknown }).id));
+    for (const key of keys) await messages.delete!(key);
+    await this.tables.sessions().delete!(id);
+    return keys.length;
+  }
+
+  /** Sessions whose delete began and did not finish (the process died in between). */
+  async deleting(): Promise<string[]> {
+    const ids: string[] = [];
+    // A scan: status is not indexed on AgentSession, and tombstones are rare.
+    for await (const record of this.tables.sessions().search({ conditions: [] })) {
+      const r = record as { session_id: unknown; status?: unknown };
+      if (r.status === DELETING) ids.push(String(r.session_id));
+    }
+    return ids;
+  }
+
+  /** A session's messages in order, one at a time (an export): never the whole transcript at once. Only the ones the
+   * row counts, as `get`. */
+  async *messages(id: string, count: number): AsyncGenerator<StoredMessage & { seq: number }> {
+    let next = 0;
+    for await (const record of this.tables.messages().search({ conditions: [{ attribute: 'session_id', comparator: 'equals', value: id }] })) {
+      const r = record as Record<string, any>;
+      const seq = Number(r.seq);
+      if (seq >= count) continue;
+      // Records come in key order (session/sequence/writer): sequence order, both writers of one sequence kept.
+      if (seq < next - 1) throw new Error(`message records of ${id} out of order at #${seq}`);
+      next = seq + 1;
+      yield { ...plainMessage(r), seq };
+    }
   }
 
   /** Runs `task` holding the session's lock without changing the session (a change to a row that must not race the

@@ -28,6 +28,9 @@ export interface MessageView {
   at?: number;
 }
 
+/** Why a stored result was cut, as the CLI and an export say it. */
+export const CUT_NOTES = { cap: 'cut: cap (agent.maxToolResultBytes)', context: 'cut: context window', workingSet: 'cut: working set (agent.workingSetBytes)' } as const;
+
 export function messageView(m: StoredMessage, index: number): MessageView {
   const view: MessageView = { index, role: m.role, content: m.content, bytes: messageBytes(m) };
   if (m.at !== undefined) view.at = m.at;

@@ -112,6 +112,15 @@ export class AgentClient {
     return (await res.json()) as T;
   }
 
+  /** An operation whose answer is streamed (export_agent_session): each chunk of text to `write` as it arrives. */
+  async stream(body: Record<string, unknown>, write: (chunk: string) => unknown): Promise<void> {
+    const res = await this.request('', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    const decoder = new TextDecoder();
+    for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) write(decoder.decode(chunk, { stream: true }));
+    const rest = decoder.decode();
+    if (rest) write(rest);
+  }
+
   /** A session's server-sent events, from message `from` on, until the caller stops or the server closes. */
   async *events(id: string, from: number, signal?: AbortSignal): AsyncGenerator<FeedEvent> {
     const res = await this.request(`agent/api/sessions/${encodeURIComponent(id)}/events?from=${from}`, { headers: { accept: 'text/event-stream' }, signal });

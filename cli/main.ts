@@ -12,12 +12,16 @@ const HELP = `harper-agent: talk to the Harper Agent on a Harper instance
 
 usage:
   harper-agent prompt "<message>" [--session ID]   send a prompt, follow the run, print the answer
-  harper-agent sessions [--limit N]                list sessions, newest first
+  harper-agent sessions [--limit N] [--status S] [--owner USER] [--title TEXT] [--cursor C]
+                                                   list sessions, newest first, a page at a time
   harper-agent show ID [--full]                    a session's transcript (each message with its size) and model calls
   harper-agent compact ID                          replace what the model sees of a session by one summary (the
                                                    messages stay stored), between runs
   harper-agent cancel ID                           stop a session's run (and its pending follow-ups)
   harper-agent cancel-followup FOLLOWUP            cancel a follow-up the model scheduled
+  harper-agent delete ID                           delete a session and everything of it (not while it runs)
+  harper-agent export ID [--json]                  the whole session as Markdown (or JSON), for a report:
+                                                   harper-agent export ID > incident.md
   harper-agent approve ID APPROVAL [--deny]        answer a pending approval, then follow the run
   harper-agent config [key=value ...]              show agent.* config, or change keys (values as JSON, else text)
 
@@ -46,6 +50,10 @@ interface Flags {
   password?: string;
   session?: string;
   limit?: string;
+  status?: string;
+  owner?: string;
+  title?: string;
+  cursor?: string;
   deny?: boolean;
   json?: boolean;
   full?: boolean;
@@ -58,6 +66,10 @@ const OPTIONS = {
   password: { type: 'string' },
   session: { type: 'string' },
   limit: { type: 'string' },
+  status: { type: 'string' },
+  owner: { type: 'string' },
+  title: { type: 'string' },
+  cursor: { type: 'string' },
   deny: { type: 'boolean' },
   json: { type: 'boolean' },
   full: { type: 'boolean' },
@@ -224,11 +236,13 @@ export async function run(argv: string[], io: Io): Promise<number> {
       return report(await follow(client, id, resumed.messageIndex ?? 0, io, json), io, json);
     }
     case 'sessions': {
-      needs(args, 0, 'sessions [--limit N]');
+      needs(args, 0, 'sessions [--limit N] [--status S] [--owner USER] [--title TEXT] [--cursor C]');
       const limit = flags.limit === undefined ? undefined : Number(flags.limit);
       if (limit !== undefined && !(Number.isInteger(limit) && limit >= 1 && limit <= 1000)) throw new CliError(EXIT.usage, '--limit is a whole number from 1 to 1000');
-      const sessions = await client.op({ operation: 'list_agent_sessions', ...(limit ? { limit } : {}) });
-      print(sessionsTable(sessions), sessions);
+      // --owner, not --user: --user is whom the CLI connects as.
+      const filters = Object.fromEntries(([['status', 'status'], ['owner', 'user'], ['title', 'title'], ['cursor', 'cursor']] as const).filter(([flag]) => typeof flags[flag] === 'string').map(([flag, key]) => [key, flags[flag]]));
+      const answer = await client.op({ operation: 'list_agent_sessions', ...(limit ? { limit } : {}), ...filters });
+      print(sessionsTable(answer.sessions) + (answer.nextCursor ? `\nmore: harper-agent sessions --cursor ${answer.nextCursor}` : ''), answer);
       return EXIT.ok;
     }
     case 'show': {
@@ -237,6 +251,18 @@ export async function run(argv: string[], io: Io): Promise<number> {
       const messages = (s.messages as Parameters<typeof messageView>[0][]).map(messageView);
       const calls = await client.op({ operation: 'list_agent_model_calls', session_id: args[0] });
       print(`${transcript(s, messages, flags.full === true)}\n${callsTable(calls.calls, calls.totals)}`, { ...s, messages, modelCalls: calls });
+      return EXIT.ok;
+    }
+    case 'delete': {
+      needs(args, 1, 'delete ID');
+      const answer = await client.op({ operation: 'delete_agent_session', session_id: args[0] });
+      print(`session ${answer.session_id} deleted: ${answer.messages} messages, ${answer.modelCalls} model calls, ${answer.followups} follow-ups`, answer);
+      return EXIT.ok;
+    }
+    case 'export': {
+      needs(args, 1, 'export ID [--json]');
+      // Streamed to stdout as it comes: a large session is never held whole.
+      await client.stream({ operation: 'export_agent_session', session_id: args[0], format: flags.json === true ? 'json' : 'markdown' }, (chunk) => io.stdout.write(chunk));
       return EXIT.ok;
     }
     case 'cancel-followup': {

@@ -2,11 +2,9 @@
 // transcripts. Pure functions of the feed's data, so the unit tests check the exact lines.
 import { boundsText, CONFIG_KEYS, defaultText } from '../agent/agent.js';
 import { usd, type CallTotals, type ModelCallRecord } from '../agent/modelCalls.js';
-import type { MessageView } from '../agent/sessionFeed.js';
+import { CUT_NOTES as CUT_NOTE, type MessageView } from '../agent/sessionFeed.js';
 
 export const formatBytes = (n: number) => `${n.toLocaleString('en-US')} bytes`;
-
-const CUT_NOTE = { cap: 'cut: cap (agent.maxToolResultBytes)', context: 'cut: context window', workingSet: 'cut: working set (agent.workingSetBytes)' } as const;
 
 function clip(text: string, max: number): string {
   const flat = text.replace(/\s+/g, ' ').trim();

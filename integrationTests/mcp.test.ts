@@ -57,7 +57,7 @@ describe('the agent over MCP (/agent/mcp), with the SDK client', function () {
     expect([session.status, session.lastError]).to.deep.equal(['completed', null]);
     expect(session.messages.at(-1).content).to.match(/^logs\/mcp\.log: 3 lines, 43 bytes, read in 1 page\(s\); 43 bytes of text seen\. 1 line\(s\) mention "error"/);
     const listed = JSON.parse(text(await admin.callTool({ name: 'list_agent_sessions', arguments: { limit: 5 } })));
-    expect(listed.map((s: any) => s.session_id)).to.include(started.session_id);
+    expect(listed.sessions.map((s: any) => s.session_id)).to.include(started.session_id);
     // The operations' own input checks apply.
     const bad = await admin.callTool({ name: 'get_agent_session', arguments: {} });
     expect(bad.isError).to.equal(true);

@@ -78,8 +78,9 @@ describe('the agent on a real Harper host', function () {
   it('list_agent_sessions and get_agent_config answer', async () => {
     const l = await h.op({ operation: 'list_agent_sessions', limit: 2 });
     expect(l.status).to.equal(200);
-    expect(l.body).to.have.length(2);
-    expect(l.body[0]).to.have.keys('session_id', 'user', 'status', 'provider', 'model', 'createdAt', 'updatedAt', 'lastError', 'runner', 'node', 'messageCount', 'bytes', 'pendingApprovals', 'title');
+    expect(l.body.sessions).to.have.length(2);
+    expect(l.body.nextCursor).to.be.a('string');
+    expect(l.body.sessions[0]).to.have.keys('session_id', 'user', 'status', 'provider', 'model', 'createdAt', 'updatedAt', 'lastError', 'runner', 'node', 'messageCount', 'bytes', 'pendingApprovals', 'title');
     const c = await h.op({ operation: 'get_agent_config' });
     expect(c.body).to.include({ provider: 'local', maxToolResultBytes: 65536, autoApprove: false });
   });

@@ -29,14 +29,14 @@ describe('CLI', () => {
   it('config: every key with the value in force, its default and bounds, unset keys included', () => {
     const lines = configLines({ provider: 'openai', maxTurns: 7, maxToolResultBytes: 65536, autoApprove: false, maxTokens: 4096, requestTimeoutMs: 120000, maxRetries: 2, apiKey: '(set)', persisted: { maxTurns: 7, model: null } }).split('\n');
     expect(lines).to.have.length(CONFIG_KEYS.length + 2); // the header, one line per key, what was stored
-    expect(lines[0]).to.equal('KEY                  IN FORCE  DEFAULT  BOUNDS');
+    expect(lines[0]).to.equal('KEY                   IN FORCE  DEFAULT  BOUNDS');
     expect(lines).to.include.members([
-      'provider             openai    local    one of local, openai, anthropic, bedrock, ollama',
-      'model                (unset)   unset    1 to 256 characters',
-      'maxTurns             7         50       1 to 500',
-      'maxToolResultBytes   65,536    65,536   1,024 to 1,048,576',
-      'apiKey               (set)     unset    not empty',
-      'contextWindowTokens  (unset)   unset    1,024 to 10,000,000',
+      'provider              openai    local    one of local, openai, anthropic, bedrock, ollama',
+      'model                 (unset)   unset    1 to 256 characters',
+      'maxTurns              7         50       1 to 500',
+      'maxToolResultBytes    65,536    65,536   1,024 to 1,048,576',
+      'apiKey                (set)     unset    not empty',
+      'contextWindowTokens   (unset)   unset    1,024 to 10,000,000',
       'stored in agent.AgentSetting: maxTurns = 7, model (taken back)',
     ]);
   });

@@ -44,6 +44,13 @@ export class MemoryTable implements SessionTable {
     this.rows.set(id, JSON.stringify(record));
     for (const s of this.subscribers) if (s.id === id) s.queue.emit('data', { id, type: 'put', value: harperLike(record) });
   }
+  deletes = 0;
+  async delete(id: string) {
+    await this.pause();
+    this.deletes++;
+    this.rows.delete(id);
+    for (const s of this.subscribers) if (s.id === id) s.queue.emit('data', { id, type: 'delete' });
+  }
   private readonly subscribers = new Set<{ id: string; queue: EventEmitter }>();
   /** Harper's subscription on one record: a `data` event per later write, from any writer; `close` ends it. */
   subscribe(query: { id: string }) {
@@ -53,11 +60,22 @@ export class MemoryTable implements SessionTable {
     return entry.queue;
   }
   /** Harper's search shape: `conditions` of attribute equals value (none: every row). */
-  async *search(query: { conditions?: { attribute: string; value: unknown }[] } = {}) {
-    for (const row of this.rows.values()) {
-      const record = JSON.parse(row);
-      if ((query.conditions ?? []).every((c) => record[c.attribute] === c.value)) yield harperLike(record);
-    }
+  /** Harper's search shape: `conditions` (equals by default; less_than, less_than_equal, greater_than_equal on dates and
+   * numbers), in key order, or by `sort`'s attribute. */
+  async *search(query: { conditions?: { attribute: string; comparator?: string; value: unknown }[]; sort?: { attribute: string; descending?: boolean } } = {}) {
+    const comparable = (v: unknown) => (v instanceof Date ? v.getTime() : typeof v === 'string' && /^\d{4}-\d\d-\d\dT/.test(v) ? Date.parse(v) : v);
+    const holds = (record: Record<string, unknown>, c: { attribute: string; comparator?: string; value: unknown }) => {
+      const a = comparable(record[c.attribute]) as number;
+      const b = comparable(c.value) as number;
+      if (c.comparator === 'less_than') return a < b;
+      if (c.comparator === 'less_than_equal') return a <= b;
+      if (c.comparator === 'greater_than_equal') return a >= b;
+      return record[c.attribute] === c.value;
+    };
+    let rows = [...this.rows.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, row]) => JSON.parse(row) as Record<string, unknown>);
+    const sort = query.sort;
+    if (sort) rows = rows.sort((x, y) => ((comparable(x[sort.attribute]) as number) - (comparable(y[sort.attribute]) as number)) * (sort.descending ? -1 : 1));
+    for (const record of rows) if ((query.conditions ?? []).every((c) => holds(record, c))) yield harperLike(record);
   }
 }
 
