@@ -123,10 +123,10 @@ export function operationsListener(operations: Operations, log: (message: string
     if (length > MAX_AGENT_BODY_BYTES) {
       const name = OPERATION_FIELD.exec(peek.toString('latin1', 0, peek.length))?.[1];
       if (name && name in operations) {
-        stream.resume(); // discard the rest, so the connection can serve its next request
-        const response = json(413, { error: bodyTooLarge(length).message });
-        response.headers.set('connection', 'close');
-        return response;
+        // Discard the rest, so the client finishes sending and reads the 413 (closing the connection instead made a
+        // client still writing its body fail with EPIPE before it saw the answer).
+        stream.resume();
+        return json(413, { error: bodyTooLarge(length).message });
       }
       stream.unshift(peek);
       return next(request);

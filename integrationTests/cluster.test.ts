@@ -217,6 +217,25 @@ describe('a two-node Harper cluster', function () {
     server.responder = undefined;
   });
 
+  it("a session of A's deleted through B is gone from both nodes within seconds", async () => {
+    server.reset([{ text: 'to be deleted' }]);
+    const started = await a.h.op({ operation: 'agent_prompt', message: 'delete me later' });
+    const id = started.body.session_id as string;
+    await eventually(async () => expect((await session(b, id)).status).to.equal('completed'), 10_000);
+    const t0 = Date.now();
+    const deleted = await b.h.op({ operation: 'delete_agent_session', session_id: id });
+    expect(deleted.status, JSON.stringify(deleted.body)).to.equal(200);
+    expect(deleted.body).to.include({ session_id: id, deleted: true, messages: 2 });
+    for (const node of nodes) {
+      await eventually(async () => {
+        expect((await node.h.op({ operation: 'get_agent_session', session_id: id })).status).to.equal(404);
+        const messages = await node.h.op({ operation: 'search_by_value', database: 'agent', table: 'AgentMessage', search_attribute: 'session_id', search_value: id, get_attributes: ['id'] });
+        expect(messages.body).to.deep.equal([]);
+      }, 10_000);
+    }
+    console.log(`      deleted through ${b.name}, gone from both nodes in ${Date.now() - t0} ms`);
+  });
+
   it("a streaming answer on A is seen from B as it is written, before A stores it", async () => {
     expect((await a.h.setConfig({ ...providerSettings('openai', server), stream: true })).status).to.equal(200);
     const releases: (() => void)[] = [];

@@ -63,7 +63,7 @@ describe('deploy_component into a plain Harper (the packed tarball)', function (
     }
     expect(files.filter((f) => /^package\/(dist\/(unitTests|integrationTests|bench|scripts)|agent|unitTests)\//.test(f))).to.deep.equal([]);
     const packed = JSON.parse((await run('tar', ['xzOf', tarball, 'package/package.json'])).stdout);
-    expect(Object.keys(packed.dependencies).sort()).to.deep.equal(['@modelcontextprotocol/sdk', 'ajv', 'gpt-tokenizer', 'harper-agent-anthropic', 'harper-agent-bedrock', 'harper-agent-ollama', 'harper-agent-openai', 'tokenlens']);
+    expect(Object.keys(packed.dependencies).sort()).to.deep.equal(['@harperfast/skills', '@modelcontextprotocol/sdk', 'ajv', 'gpt-tokenizer', 'harper-agent-anthropic', 'harper-agent-bedrock', 'harper-agent-ollama', 'harper-agent-openai', 'tokenlens']);
   });
 
   it('deployed as a payload: the agent answers on every thread with all backends, and each provider completes a prompt', async function () {

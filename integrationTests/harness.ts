@@ -26,6 +26,17 @@ export class TestHarper {
     return path.join(this.rootPath, 'components');
   }
 
+  /** The admin's Basic authorization header. */
+  authHeader(): string {
+    const { username, password } = this.harper.admin;
+    return 'Basic ' + Buffer.from(`${username}:${password}`).toString('base64');
+  }
+
+  /** The env that points the CLI (harper-agent) at this Harper as its admin. */
+  cliEnv(): Record<string, string> {
+    return { HARPER_AGENT_URL: this.harper.opsUrl, HARPER_AGENT_USER: this.harper.admin.username, HARPER_AGENT_PASSWORD: this.harper.admin.password };
+  }
+
   async op<T = any>(body: unknown, auth: Auth = 'admin'): Promise<OpResult<T>> {
     const headers: Record<string, string> = { 'content-type': 'application/json' };
     const creds = auth === 'admin' ? this.harper.admin : auth === 'none' ? null : auth;

@@ -22,7 +22,7 @@ describe('pre-flight context budget', function () {
     server.responder = investigatorResponder('logs', 'big.log', TURNS);
     // Compaction off: this measures the pre-flight alone (the scripted investigator counts its pages since the prompt,
     // which a compaction inside the prompt's turn would fold into a summary).
-    await h.setConfig({ provider, baseUrl: provider === 'openai' ? `${server.url}/v1` : server.url, apiKey: 'k', maxRetries: 0, model, maxToolResultBytes: 65536, maxTokens: 1000, contextWindowTokens: budget ? LIMIT / 4 : null, compaction: false });
+    await h.setConfig({ provider, baseUrl: provider === 'openai' ? `${server.url}/v1` : server.url, apiKey: 'k', maxRetries: 0, model, maxToolResultBytes: 65536, maxTokens: 1000, contextWindowTokens: budget ? LIMIT / 4 : null, compaction: false, workingSetBytes: 98304 });
     const s = await h.prompt('Investigate logs/big.log, 20 pages.');
     return { s, rejected: server.requests.filter((r) => r.rejected).length, requests: server.requests.length, largest: Math.max(...server.requests.map((r) => r.bytes)) };
   }

@@ -19,7 +19,12 @@ describe('recovery from context-window rejections, end to end', function () {
     const pages = r.runs[1]!.toolMessageBytes;
     expect(pages).to.have.length(2);
     for (const p of pages) expect(p).to.be.within(32_000, 33_500);
-    for (const req of server.requests) expect(req.neutral.systems).to.deep.equal([SYSTEM_PROMPT]);
+    // Exactly one system prompt per request: ours, ending with where the agent runs, the same in every request of the run.
+    const systems = server.requests.map((req) => req.neutral.systems);
+    for (const s of systems) {
+      expect(s).to.have.length(1);
+      expect(s[0]!.startsWith(`${SYSTEM_PROMPT}\n\n=== Where you run ===\nHarper `)).to.equal(true);
+    }
     // The prompt's text is in the request body exactly once; a second copy (as the old agent sent) would add `twice`.
     const body = JSON.stringify(server.requests[0]!.body);
     const escaped = JSON.stringify(SYSTEM_PROMPT).slice(1, -1);

@@ -51,7 +51,7 @@ describe('reliability under faults, load and bad input', function () {
     expect(s.status).to.equal('completed');
     const tool = s.messages.find((m: any) => m.role === 'tool');
     expect(tool).to.include({ isError: true });
-    expect(tool.content).to.match(/^\{"error":"unknown tool \\"rm_rf\\"; the tools are read_file, tail_file, list_dir, write_file, grep_files, describe_tables, search_table, system_information, read_log, describe_all, describe_database, cluster_status, get_components, get_configuration, get_status, list_metrics, get_analytics, get_job, search_jobs_by_start_date, list_users, list_roles, harper_operation, http_fetch"\}$/);
+    expect(tool.content).to.match(/^\{"error":"unknown tool \\"rm_rf\\"; the tools are read_file, tail_file, list_dir, write_file, grep_files, describe_tables, search_table, system_information, read_log, describe_all, describe_database, cluster_status, get_components, get_configuration, get_status, list_metrics, get_analytics, get_job, search_jobs_by_start_date, list_users, list_roles, harper_operation, http_fetch, schedule_followup, profile_cpu, heap_usage, harper_best_practice"\}$/);
   });
 
   it('20 prompts on 20 sessions at once all complete with their own transcripts', async () => {
@@ -116,7 +116,7 @@ describe('reliability under faults, load and bad input', function () {
       ['a session_id with bad characters', { operation: 'get_agent_session', session_id: '../x' }, 400, 'get_agent_session: "session_id" must match pattern "^[A-Za-z0-9._:-]+$"'],
       ['approved not a boolean', { operation: 'approve_agent_action', session_id: 's', approval_id: 'a', approved: 'yes' }, 400, 'approve_agent_action: "approved" must be boolean'],
       ['a missing approval_id', { operation: 'approve_agent_action', session_id: 's', approved: true }, 400, 'approve_agent_action: "approval_id" is required'],
-      ['unknown keys in set_agent_config', { operation: 'set_agent_config', maxToolResultBytes: 4096, colour: 'blue' }, 400, 'agent.colour is not a known key (known: provider, model, maxTurns, maxToolResultBytes, workingSetBytes, compaction, compactAtPercent, followupMinSeconds, followupMaxSeconds, maxFollowups, autoApprove, maxTokens, apiKey, baseUrl, region, requestTimeoutMs, maxRetries, systemPromptAppend, user, allowOperations, fetchAllow, stream, maxCostUsd, maxSessionCostUsd, prices, contextWindowTokens)'],
+      ['unknown keys in set_agent_config', { operation: 'set_agent_config', maxToolResultBytes: 4096, colour: 'blue' }, 400, 'agent.colour is not a known key (known: provider, model, maxTurns, maxToolResultBytes, workingSetBytes, compaction, compactAtPercent, followupMinSeconds, followupMaxSeconds, maxFollowups, retainSessionsDays, retainModelCallsDays, autoApprove, maxTokens, apiKey, baseUrl, region, requestTimeoutMs, maxRetries, systemPromptAppend, user, allowOperations, fetchAllow, stream, maxCostUsd, maxSessionCostUsd, prices, contextWindowTokens)'],
       ['set_agent_config with nothing', { operation: 'set_agent_config' }, 400, 'set_agent_config needs at least one agent.* key to change'],
       ['a 300 KB message', { operation: 'agent_prompt', message: 'x'.repeat(300_000) }, 413, 'message is 300000 bytes; agent_prompt accepts at most 262144'],
       ['a 2 MB body', { operation: 'agent_prompt', message: 'x'.repeat(2_000_000) }, 413, 'request body is 2000041 bytes; agent operations accept at most 1048576'],

@@ -63,7 +63,7 @@ describe('the agent on a real Harper host', function () {
   it('cancel_agent_run on a session awaiting approval ends it aborted; a second cancel is 409', async () => {
     const r = await h.op({ operation: 'agent_prompt', message: 'write components/spine-app/cancel.txt: x' });
     await h.waitForSession(r.body.session_id);
-    expect(await h.op({ operation: 'cancel_agent_run', session_id: r.body.session_id })).to.deep.equal({ status: 200, body: { session_id: r.body.session_id, status: 'aborted' } });
+    expect(await h.op({ operation: 'cancel_agent_run', session_id: r.body.session_id })).to.deep.equal({ status: 200, body: { session_id: r.body.session_id, status: 'aborted', followupsCancelled: 0 } });
     expect((await h.op({ operation: 'cancel_agent_run', session_id: r.body.session_id })).status).to.equal(409);
   });
 
