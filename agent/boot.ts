@@ -3,7 +3,7 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { isMainThread, parentPort } from 'node:worker_threads';
+import { parentPort } from 'node:worker_threads';
 import { localBackend } from '../resources/models/localBackend.js';
 import { Models } from '../resources/models/models.js';
 import { adminListener } from './adminPage.js';
@@ -74,7 +74,7 @@ const store = new SessionStore({
   threadLock: () => threadLockOf(sessionTable()),
   log: (m) => logger.warn(m),
 });
-// Follow-ups this node owns fire here (every worker thread arms them; the session's lock lets one fire each).
+// Follow-ups this node owns fire here (one timer each; firing re-reads the row under the session's lock).
 const followups = new Followups(() => databases.agent?.AgentFollowup as unknown as FollowupTable | undefined, node, (m) => logger.warn(m));
 const calls = new ModelCallLog(() => databases.agent?.AgentModelCall as unknown as CallTable | undefined);
 const lifecycle = new Lifecycle(store, calls, followups, (m) => logger.info(m));
@@ -157,8 +157,9 @@ ready
     (n) => n && logger.warn(`harper-agent: marked ${n} run(s) interrupted by a restart as error`),
     (error) => logger.warn(`harper-agent: could not check for interrupted runs: ${error}`)
   )
-  // Then this node's pending follow-ups (one due while Harper was down fires now), on the worker threads only.
-  .then(() => (isMainThread ? 0 : ready.then(() => followups.armAll())))
+  // Then this node's pending follow-ups (one due while Harper was down fires now), on one worker thread: a follow-up
+  // has one timer (a new one is armed by the thread that scheduled it); the session's lock guards the rest.
+  .then(() => (workerIndex() === 0 ? ready.then(() => followups.armAll()) : 0))
   .then(
     (n) => n && logger.info(`harper-agent: armed ${n} pending follow-up(s)`),
     (error) => logger.warn(`harper-agent: could not arm pending follow-ups: ${error}`)

@@ -231,6 +231,30 @@ describe('the admin page in headless Chromium', function () {
     expect((await h.setConfig({ followupMinSeconds: null })).status).to.equal(200);
   });
 
+  it('Delete session asks first: dismissed, nothing changes; confirmed, the session is gone from the page and from Harper', async () => {
+    await open();
+    await page.fill('#prompt', 'summarize logs/page.log');
+    await page.click('#send');
+    await waitForStatus('completed');
+    const id = await currentId();
+    const asked: string[] = [];
+    let accept = false;
+    page.on('dialog', (d) => {
+      asked.push(d.message());
+      void (accept ? d.accept() : d.dismiss());
+    });
+    await page.click('#delete-session');
+    expect(asked).to.deep.equal([`Delete session ${id} with its messages, model calls and follow-ups? This cannot be undone.`]);
+    expect((await suite.h.op({ operation: 'get_agent_session', session_id: id })).status).to.equal(200);
+    accept = true;
+    await page.click('#delete-session');
+    await page.waitForFunction((sid) => !document.querySelector(`#sessions tr[data-id="${sid}"]`) && document.getElementById('session-title')?.textContent === 'New session', id, { timeout: 10_000 });
+    expect((await suite.h.op({ operation: 'get_agent_session', session_id: id })).status).to.equal(404);
+    await page.reload();
+    await page.waitForFunction(() => document.getElementById('connection')?.textContent === 'live');
+    expect(await page.locator(`#sessions tr[data-id="${id}"]`).count()).to.equal(0);
+  });
+
   it('keeps following across a restart of Harper\'s worker threads: the page reconnects by itself', async () => {
     const done = await suite.h.prompt('hello');
     await open(`#session=${done.session_id}`);

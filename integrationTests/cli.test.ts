@@ -155,8 +155,18 @@ describe('harper-agent CLI against a real Harper', function () {
     expect(heads).to.deep.equal(s.messages.map((m: any, i: number) => `#${i} ${m.role === 'tool' ? `tool ${m.name}` : m.role} · ${fmt(messageBytes(m))}${mark(m)}`));
     expect(show.stdout.split('\n')[0]).to.equal(`session ${done.session_id} · completed · local / local-deterministic · ${s.messages.length} messages · ${fmt(s.bytes)}`);
     const json = JSON.parse((await runCli(['sessions', '--json', '--limit', '1'])).stdout);
-    expect(json).to.have.length(1);
-    expect(json[0]).to.include({ session_id: done.session_id, bytes: s.bytes, status: 'completed' });
+    expect(json.sessions).to.have.length(1);
+    expect(json.sessions[0]).to.include({ session_id: done.session_id, bytes: s.bytes, status: 'completed' });
+    expect(json.nextCursor).to.be.a('string');
+    // A page ends with how to get the next; filters narrow the list.
+    const paged = await runCli(['sessions', '--limit', '1']);
+    expect(paged.stdout.trimEnd().split('\n').at(-1)).to.equal(`more: harper-agent sessions --cursor ${json.nextCursor}`);
+    const next = await runCli(['sessions', '--limit', '1', '--cursor', json.nextCursor]);
+    expect(next.stdout.split('\n')[1]!.startsWith(done.session_id)).to.equal(false);
+    const aborted = await runCli(['sessions', '--status', 'aborted']);
+    const abortedRows = aborted.stdout.trimEnd().split('\n').slice(1).filter((l) => !l.startsWith('more:'));
+    expect(abortedRows.length).to.be.at.least(1);
+    expect(abortedRows.every((l) => / aborted /.test(l))).to.equal(true);
   });
 
   it('config shows the agent.* config and sets keys; a bad value is a 400 naming the key (exit 7)', async () => {

@@ -47,10 +47,10 @@ describe('follow-ups that outlive a restart', function () {
     return { session: s, followupId: result.followup_id as string };
   }
 
-  async function waitFor(check: () => Promise<boolean>, ms: number) {
+  async function waitFor(check: () => Promise<boolean>, ms: number, state?: () => Promise<unknown>) {
     const deadline = Date.now() + ms;
     while (!(await check())) {
-      if (Date.now() > deadline) throw new Error(`not within ${ms} ms`);
+      if (Date.now() > deadline) throw new Error(`not within ${ms} ms${state ? `: ${JSON.stringify(await state())}` : ''}`);
       await new Promise((r) => setTimeout(r, 200));
     }
   }
@@ -80,7 +80,12 @@ describe('follow-ups that outlive a restart', function () {
     await h.harper.stop('SIGKILL');
     expect(answered('did the restart settle?')).to.equal(0);
     h = await h.restart();
-    await waitFor(async () => answered('did the restart settle?') === 1 && (await h.op({ operation: 'get_agent_session', session_id: session.session_id })).body.status === 'completed', 30_000);
+    const state = async () => {
+      const now = (await h.op({ operation: 'get_agent_session', session_id: session.session_id })).body;
+      const rows = (await h.op({ operation: 'list_agent_followups', session_id: session.session_id })).body;
+      return { answered: answered('did the restart settle?'), status: now.status, lastError: now.lastError, last: now.messages?.slice(-3), rows };
+    };
+    await waitFor(async () => answered('did the restart settle?') === 1 && (await h.op({ operation: 'get_agent_session', session_id: session.session_id })).body.status === 'completed', 30_000, state);
     await new Promise((r) => setTimeout(r, 3000));
     const s = (await h.op({ operation: 'get_agent_session', session_id: session.session_id })).body;
     expect(followupPrompts(s, followupId)).to.have.length(1);
