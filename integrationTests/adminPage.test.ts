@@ -8,6 +8,7 @@ import path from 'node:path';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { messageBytes } from '../agent/session.js';
 import { launchBrowser } from './browser.js';
+import { followupResponder } from './providerServer/pager.js';
 import { providerSuite, useLocal } from './providerSuite.js';
 
 // Outside the repository: Harper reloads its components when a file appears in one (this repository is one).
@@ -197,16 +198,8 @@ describe('the admin page in headless Chromium', function () {
 
   it('lists a pending follow-up with a Cancel button that cancels it; a follow-up that fires shows live, marked', async () => {
     const { h, server } = suite;
-    const FOLLOWUP = /^Follow-up you scheduled at \S+: (.*)$/;
     server.reset();
-    server.responder = (req) => {
-      const last = req.messages.at(-1)!;
-      if (last.role === 'tool') return { text: 'scheduled' };
-      const followup = FOLLOWUP.exec(last.text);
-      if (followup) return { text: `followed up: ${followup[1]}` };
-      const ask = /^come back in (\d+) s: (.*)$/.exec(last.text)!;
-      return { toolCalls: [{ name: 'schedule_followup', arguments: { delaySeconds: Number(ask[1]), message: ask[2] } }] };
-    };
+    server.responder = followupResponder();
     expect((await h.setConfig({ provider: 'openai', baseUrl: `${server.url}/v1`, apiKey: 'k', maxRetries: 0, followupMinSeconds: 1 })).status).to.equal(200);
     await open();
     await page.fill('#prompt', 'come back in 600 s: is the index rebuilt?');

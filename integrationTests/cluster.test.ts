@@ -6,7 +6,7 @@ import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { AgentClient } from '../cli/client.js';
 import { bootCluster, eventually, stopCluster, type ClusterNode } from './cluster.js';
-import { investigatorResponder, isSummaryRequest } from './providerServer/pager.js';
+import { followupResponder, followupsAnswered, investigatorResponder, isSummaryRequest } from './providerServer/pager.js';
 import { ProviderServer } from './providerServer/server.js';
 import { providerSettings } from './recoveryScenarios.js';
 
@@ -171,17 +171,9 @@ describe('a two-node Harper cluster', function () {
   it('a follow-up fires once, on the node that owns its session only; one cancelled from B never fires', async () => {
     expect((await a.h.setConfig({ ...providerSettings('openai', server), followupMinSeconds: 1 })).status).to.equal(200);
     await eventually(async () => expect((await b.h.op({ operation: 'get_agent_config' })).body).to.include({ followupMinSeconds: 1 }), 10_000);
-    const FOLLOWUP = /^Follow-up you scheduled at \S+: (.*)$/;
     server.reset();
-    server.responder = (req) => {
-      const last = req.messages.at(-1)!;
-      if (last.role === 'tool') return { text: 'scheduled' };
-      const followup = FOLLOWUP.exec(last.text);
-      if (followup) return { text: `followed up: ${followup[1]}` };
-      const ask = /^come back in (\d+) s: (.*)$/.exec(last.text)!;
-      return { toolCalls: [{ name: 'schedule_followup', arguments: { delaySeconds: Number(ask[1]), message: ask[2] } }] };
-    };
-    const answered = (message: string) => server.requests.filter((r) => FOLLOWUP.exec(r.neutral.messages.at(-1)?.text ?? '')?.[1] === message).length;
+    server.responder = followupResponder();
+    const answered = (message: string) => followupsAnswered(server.requests, message);
     const schedule = async (message: string, seconds: number) => {
       const started = await a.h.op({ operation: 'agent_prompt', message: `come back in ${seconds} s: ${message}` });
       const id = started.body.session_id as string;

@@ -3,35 +3,23 @@
 // never fires. The model schedules them with schedule_followup; the provider server answers a follow-up's prompt.
 import { expect } from 'chai';
 import { bootHarper, type TestHarper } from './harness.js';
-import type { NeutralRequest } from './providerServer/server.js';
+import { followupResponder, followupsAnswered } from './providerServer/pager.js';
 import { ProviderServer } from './providerServer/server.js';
 import { providerSettings } from './recoveryScenarios.js';
-
-const FOLLOWUP = /^Follow-up you scheduled at \S+: (.*)$/;
 
 describe('follow-ups that outlive a restart', function () {
   this.timeout(180_000);
   let h: TestHarper;
   const server = new ProviderServer();
 
-  /** The model: asked to come back in N s, it schedules that; told a follow-up, it answers "followed up: <message>". */
-  const responder = (req: NeutralRequest) => {
-    const last = req.messages.at(-1)!;
-    if (last.role === 'tool') return { text: 'scheduled' };
-    const followup = FOLLOWUP.exec(last.text);
-    if (followup) return { text: `followed up: ${followup[1]}` };
-    const ask = /^come back in (\d+) s: (.*)$/.exec(last.text)!;
-    return { toolCalls: [{ name: 'schedule_followup', arguments: { delaySeconds: Number(ask[1]), message: ask[2] } }] };
-  };
-  /** Requests the server saw for follow-up `message`. */
-  const answered = (message: string) => server.requests.filter((r) => FOLLOWUP.exec(r.neutral.messages.at(-1)?.text ?? '')?.[1] === message).length;
+  const answered = (message: string) => followupsAnswered(server.requests, message);
 
   before(async function () {
     this.timeout(120_000);
     h = await bootHarper({ env: { THREADS_COUNT: '2' } });
     await server.start();
     server.reset();
-    server.responder = responder;
+    server.responder = followupResponder();
     expect((await h.setConfig({ ...providerSettings('openai', server), followupMinSeconds: 1 })).status).to.equal(200);
   });
   after(async () => {

@@ -8,29 +8,10 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { DEV_ADMIN, freePort, REPO } from '../scripts/harper.js';
+import { listeningPorts } from './harness.js';
 
 const run = promisify(execFile);
 
-/** The TCP ports a process listens on, from /proc: its socket inodes matched against the kernel's listen table. */
-export function listeningPorts(pid: number): number[] {
-  const inodes = new Set<string>();
-  for (const fd of readdirSync(`/proc/${pid}/fd`)) {
-    try {
-      const m = /^socket:\[(\d+)\]$/.exec(readlinkSync(`/proc/${pid}/fd/${fd}`));
-      if (m) inodes.add(m[1]!);
-    } catch {
-      // closed while we looked
-    }
-  }
-  const ports = new Set<number>();
-  for (const table of ['/proc/net/tcp', '/proc/net/tcp6']) {
-    for (const line of readFileSync(table, 'utf8').split('\n').slice(1)) {
-      const f = line.trim().split(/\s+/);
-      if (f[3] === '0A' && inodes.has(f[9]!)) ports.add(parseInt(f[1]!.split(':')[1]!, 16));
-    }
-  }
-  return [...ports].sort((a, b) => a - b);
-}
 
 const alive = (pid: number) => {
   try {

@@ -2,10 +2,10 @@
 // component on the workers keeps busy in a named function; the profile names it. No listening port of Harper's speaks
 // the inspector protocol before, during or after.
 import { expect } from 'chai';
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { bootHarper, type TestHarper } from './harness.js';
+import { bootHarper, listeningPorts, type TestHarper } from './harness.js';
 import { ProviderServer } from './providerServer/server.js';
 import { providerSettings } from './recoveryScenarios.js';
 
@@ -19,26 +19,6 @@ function busyLoopForProfile() {
 setInterval(busyLoopForProfile, 40);
 `;
 
-/** The TCP ports process `pid` listens on: its socket inodes matched against the kernel's LISTEN entries. */
-function listeningPorts(pid: number): number[] {
-  const inodes = new Set<string>();
-  for (const fd of readdirSync(`/proc/${pid}/fd`)) {
-    try {
-      const m = /^socket:\[(\d+)\]$/.exec(readlinkSync(`/proc/${pid}/fd/${fd}`));
-      if (m) inodes.add(m[1]!);
-    } catch {
-      // closed meanwhile
-    }
-  }
-  const ports = new Set<number>();
-  for (const table of ['/proc/net/tcp', '/proc/net/tcp6']) {
-    for (const line of readFileSync(table, 'utf8').split('\n').slice(1)) {
-      const f = line.trim().split(/\s+/);
-      if (f[3] === '0A' && inodes.has(f[9]!)) ports.add(parseInt(f[1]!.split(':')[1]!, 16));
-    }
-  }
-  return [...ports].sort((a, b) => a - b);
-}
 
 /** Ports whose answer to the inspector's discovery request (GET /json/version) is the inspector's. */
 async function inspectorPorts(ports: number[]): Promise<number[]> {

@@ -85,3 +85,25 @@ export function sessionReader(root: string, file: string, pages: number, onSumma
     return { toolCalls: [{ name: 'read_file', arguments: { root, path: file, ...(ended ? {} : newestCursor(req)) } }] };
   };
 }
+
+/** A follow-up's prompt as the agent writes it (agent/loop.ts followupPrompt): the message is the group. */
+export const FOLLOWUP_PROMPT = /^Follow-up you scheduled at \S+: (.*)$/;
+
+/**
+ * The model of the follow-up tests: asked "come back in N s: <message>", it schedules that with schedule_followup;
+ * told a follow-up, it answers "followed up: <message>"; after a tool result, "scheduled".
+ */
+export function followupResponder(): Responder {
+  return (req) => {
+    const last = req.messages.at(-1)!;
+    if (last.role === 'tool') return { text: 'scheduled' };
+    const followup = FOLLOWUP_PROMPT.exec(last.text);
+    if (followup) return { text: `followed up: ${followup[1]}` };
+    const ask = /^come back in (\d+) s: (.*)$/.exec(last.text)!;
+    return { toolCalls: [{ name: 'schedule_followup', arguments: { delaySeconds: Number(ask[1]), message: ask[2] } }] };
+  };
+}
+
+/** How many requests `requests` holds that told the model follow-up `message`. */
+export const followupsAnswered = (requests: readonly { neutral: NeutralRequest }[], message: string) =>
+  requests.filter((r) => FOLLOWUP_PROMPT.exec(r.neutral.messages.at(-1)?.text ?? '')?.[1] === message).length;
