@@ -4,6 +4,7 @@ import { randomUUID } from 'node:crypto';
 import { cursorFirst, truncateWithMarker } from '../resources/models/agentLoop.js';
 import type { Message, ToolCall } from '../resources/models/types.js';
 import { viewStart, type StoredMessage } from './compaction.js';
+import { shareOfBytes, TranscriptCache, type KeyedMessage } from './transcriptCache.js';
 
 export type SessionStatus = 'idle' | 'running' | 'awaiting_approval' | 'completed' | 'aborted' | 'error';
 
@@ -137,9 +138,12 @@ function titleOf(prompt: string): string {
 }
 
 /** The header as the row is stored: times as Harper Date fields, so Studio and REST show them as dates. */
-function toRow(header: SessionHeader): Record<string, unknown> {
-  return { ...header, createdAt: new Date(header.createdAt), updatedAt: new Date(header.updatedAt) };
+function toRow(header: SessionHeader, revision: string): Record<string, unknown> {
+  return { ...header, createdAt: new Date(header.createdAt), updatedAt: new Date(header.updatedAt), revision };
 }
+
+/** A row's revision: which write it is (agent/transcriptCache.ts); absent on rows written before it existed. */
+const revisionOf = (row: Record<string, unknown> | undefined) => (typeof row?.revision === 'string' ? row.revision : undefined);
 
 function plainApproval(p: Record<string, any>): PendingApproval {
   return { approval_id: p.approval_id, toolCallId: p.toolCallId, name: p.name, arguments: p.arguments, createdAt: p.createdAt };
@@ -258,6 +262,9 @@ export class SessionStore {
   private readonly locks = new Map<string, Promise<unknown>>();
   /** This store's (this thread's) tag in message keys. */
   private readonly tag = randomUUID().slice(0, 8);
+  /** This thread's copies of recent transcripts: a read takes only the records written since (agent/transcriptCache.ts). */
+  private readonly transcripts = new TranscriptCache();
+  private writes = 0;
   readonly node: string | null;
 
   constructor(private readonly tables: SessionTables) {
@@ -284,7 +291,9 @@ export class SessionStore {
     };
     return this.withLock(header.session_id, async () => {
       if (await this.tables.sessions().get(header.session_id)) throw new Error(`session ${header.session_id} already exists`);
-      await this.tables.sessions().put(header.session_id, toRow(header));
+      const revision = this.nextRevision();
+      await this.tables.sessions().put(header.session_id, toRow(header, revision));
+      this.transcripts.remember(header.session_id, revision, header, []);
       return { ...header, messages: [] };
     });
   }
@@ -299,9 +308,9 @@ export class SessionStore {
     const row = (await this.tables.sessions().get(id)) as Record<string, unknown> | undefined;
     const header = toHeader(row);
     if (!header) return undefined;
-    // Only the messages the row counts: the mutator puts a change's messages before the row, so a read in between (on
-    // another thread) would otherwise see a new prompt beside the old status.
-    const messages = legacyMessages(row!) ?? (await this.readKeyedMessages(id)).filter((k) => k.seq < header.messageCount).map((k) => k.message);
+    // Only the messages the row counts (keyedMessages): a read between a change's records and its row (on another
+    // thread) would otherwise see a new prompt beside the old status.
+    const messages = legacyMessages(row!) ?? (await this.keyedMessages(id, row!, header)).map((k) => k.message);
     return { ...header, messageCount: messages.length, messages };
   }
 
@@ -339,22 +348,28 @@ export class SessionStore {
       const header = toHeader(row);
       if (!header) throw new SessionNotFoundError(id);
       if (guard && (header.status !== 'running' || header.runner !== guard.runner)) throw new RunSupersededError(id);
+      const copy = this.transcripts.holds(id, revisionOf(row));
+      this.transcripts.forget(id); // until the change is written whole
       const added = (await change(header)) ?? [];
       // A row from before AgentMessage: its transcript moves out first.
       if (legacyMessages(row!)) await this.moveLegacyTranscript(id, row!, header);
       const at = Date.now();
       let seq = header.messageCount;
       const puts: unknown[] = [];
+      const keyed: KeyedMessage[] = [];
       for (const m of added) {
         const stored = plainMessage({ ...m, at: m.at ?? at });
-        header.bytes += jsonBytes(stored) + (seq > 0 ? 1 : 0);
+        header.bytes += shareOfBytes(stored, seq);
+        keyed.push({ key: messageKey(id, seq, this.tag), seq, message: stored });
         puts.push(this.putMessage(id, seq++, stored));
       }
       await Promise.all(puts);
       header.messageCount = seq;
       header.updatedAt = at;
       header.title ??= firstPrompt(added);
-      await this.tables.sessions().put(id, toRow(header));
+      const revision = this.nextRevision();
+      await this.tables.sessions().put(id, toRow(header, revision));
+      if (copy) this.transcripts.remember(id, revision, header, keyed.length ? [...copy, ...keyed] : copy);
       return header;
     });
   }
@@ -411,28 +426,58 @@ export class SessionStore {
       if (!header) throw new SessionNotFoundError(id);
       if (guard && (header.status !== 'running' || header.runner !== guard.runner)) throw new RunSupersededError(id);
       if (legacyMessages(row!)) await this.moveLegacyTranscript(id, row!, header);
-      const keyed = await this.readKeyedMessages(id);
+      const keyed = (await this.keyedMessages(id, row!, header)).slice();
       const messages = keyed.map((k) => k.message);
       const picked = pick(messages);
       if (picked.length === 0) return 0;
+      this.transcripts.forget(id); // until the cuts are written whole
       await Promise.all(
         picked.map((index) => {
           const m = messages[index] as Extract<Message, { role: 'tool' }>;
           const stored = plainMessage({ ...m, content: cutToHead(m.content, text, advice), cut: reason });
           header.bytes += jsonBytes(stored) - jsonBytes(m);
+          keyed[index] = { ...keyed[index]!, message: stored };
           return this.putMessage(id, keyed[index]!.seq, stored, keyed[index]!.key);
         })
       );
       header.updatedAt = Date.now();
-      await this.tables.sessions().put(id, toRow(header));
+      const revision = this.nextRevision();
+      await this.tables.sessions().put(id, toRow(header, revision));
+      this.transcripts.remember(id, revision, header, keyed);
       return picked.length;
     });
   }
 
-  private async readKeyedMessages(id: string): Promise<{ key: string; seq: number; message: StoredMessage }[]> {
-    const records: { key: string; seq: number; message: StoredMessage }[] = [];
-    for await (const record of this.tables.messages().search({ conditions: [{ attribute: 'session_id', comparator: 'equals', value: id }] })) {
+  /** The session's message records in order, those the row counts (a change puts its records before the row, so a
+   * read in between must not see them): this thread's copy when the row agrees with it, caught up with the records
+   * written since when the row only grew, else read whole. */
+  private async keyedMessages(id: string, row: Record<string, unknown>, header: SessionHeader): Promise<KeyedMessage[]> {
+    const counted = (keyed: KeyedMessage[]) => keyed.filter((k) => k.seq < header.messageCount);
+    const revision = revisionOf(row);
+    const copy = this.transcripts.lookup(id, revision, header);
+    if (copy?.state === 'current') return copy.keyed;
+    if (copy?.state === 'behind') {
+      const caughtUp = this.transcripts.catchUp(id, revision, header, counted(await this.readKeyedMessages(id, copy.count)));
+      if (caughtUp) return caughtUp;
+    }
+    const keyed = counted(await this.readKeyedMessages(id));
+    this.transcripts.remember(id, revision, header, keyed);
+    return keyed;
+  }
+
+  /** A tag for the next write of a row: this thread's, and a count. */
+  private nextRevision(): string {
+    return `${this.tag}.${++this.writes}`;
+  }
+
+  /** The session's message records from sequence `from` on: by the session index for all of them, else by a range of
+   * keys (session/sequence/writer), which reads only those records. */
+  private async readKeyedMessages(id: string, from = 0): Promise<KeyedMessage[]> {
+    const records: KeyedMessage[] = [];
+    const condition = from === 0 ? { attribute: 'session_id', comparator: 'equals', value: id } : { attribute: 'id', comparator: 'between', value: [messageKey(id, from, ''), `${id}/\uffff`] };
+    for await (const record of this.tables.messages().search({ conditions: [condition] })) {
       const r = record as Record<string, any>;
+      if (r.session_id !== id) continue; // a range of keys could reach another session whose id starts with this one's
       records.push({ key: String(r.id), seq: Number(r.seq), message: plainMessage(r) });
     }
     return records.sort((a, b) => a.seq - b.seq || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
@@ -443,7 +488,7 @@ export class SessionStore {
     const legacy = legacyMessages(row)!;
     await Promise.all(legacy.map((m, seq) => this.putMessage(id, seq, m)));
     header.messageCount = legacy.length;
-    await this.tables.sessions().put(id, toRow(header));
+    await this.tables.sessions().put(id, toRow(header, this.nextRevision()));
   }
 
   /**
@@ -457,13 +502,15 @@ export class SessionStore {
       const header = toHeader(row);
       if (!header) throw new SessionNotFoundError(id);
       refuse(header);
-      await this.tables.sessions().put(id, { ...toRow(header), status: DELETING, updatedAt: new Date() });
+      this.transcripts.forget(id);
+      await this.tables.sessions().put(id, { ...toRow(header, this.nextRevision()), status: DELETING, updatedAt: new Date() });
       return header;
     });
   }
 
   /** The second half of a delete: the session's message records, then its row. Answers how many messages went. */
   async purge(id: string): Promise<number> {
+    this.transcripts.forget(id);
     const messages = this.tables.messages();
     const keys: string[] = [];
     for await (const record of messages.search({ conditions: [{ attribute: 'session_id', comparator: 'equals', value: id }] })) keys.push(String((record as { id: unknown }).id));

@@ -36,15 +36,15 @@ async function runToEnd(h: RunningHarper, file: string): Promise<any> {
   }
 }
 
-/** 1 MB of log lines. */
-function writeLog(dir: string, name: string): void {
+/** `bytes` of log lines (1 MB unless said). */
+function writeLog(dir: string, name: string, bytes = 1_000_000): void {
   const lines: string[] = [];
-  for (let i = 0, size = 0; size < 1_000_000; i++) {
+  for (let i = 0, size = 0; size < bytes; i++) {
     const line = `2026-12-03T10:${String(i % 60).padStart(2, '0')}:00Z [http/${i % 4}] [${i % 53 ? 'info' : 'error'}]: GET /api/records/${(i * 7919) % 100000} ${i % 97} ms\n`;
     lines.push(line);
     size += line.length;
   }
-  writeFileSync(path.join(dir, name), lines.join('').slice(0, 1_000_000));
+  writeFileSync(path.join(dir, name), lines.join('').slice(0, bytes));
 }
 
 /** Milliseconds from each tool result to the next (one turn: model call, its append, the tool call, its append). */
@@ -65,8 +65,9 @@ export interface StorageFigures {
   turns: number;
   turn10Ms: number;
   turn100Ms: number;
-  workingSetTurn10Ms: number;
-  workingSetTurn100Ms: number;
+  /** With the working set on, a session of `workingSetTurns` turns: the median turn around turns 10, 100 and 1,000. */
+  workingSetTurns: number;
+  workingSetTurnMs: [number, number, number];
 }
 
 export async function storageOnHarper(): Promise<StorageFigures> {
@@ -89,12 +90,14 @@ export async function storageOnHarper(): Promise<StorageFigures> {
     if (long.status !== 'completed') throw new Error(`the long bench session ended ${long.status}: ${long.lastError}`);
     const times = turnTimes(long.messages);
     const around = (turn: number) => median(times.slice(turn - 3, turn + 2));
-    // 3. The same with the working set on (the default): it cuts an old page before most model calls.
-    await op(h, { operation: 'set_agent_config', workingSetBytes: null });
-    const trimmed = await runToEnd(h, 'bench-1mb.log');
+    // 3. With the working set on (the default), which cuts an old page before most model calls: a 3.3 MB log, over a
+    // thousand turns, to time turn 10 against turns 100 and 1,000.
+    writeLog(path.join(rootPath, 'log'), 'bench-3mb.log', 3_300_000);
+    await op(h, { operation: 'set_agent_config', workingSetBytes: null, maxTurns: 2000 });
+    const trimmed = await runToEnd(h, 'bench-3mb.log');
     if (trimmed.status !== 'completed') throw new Error(`the working-set bench session ended ${trimmed.status}: ${trimmed.lastError}`);
     const trimmedTimes = turnTimes(trimmed.messages);
-    const aroundTrimmed = (turn: number) => median(trimmedTimes.slice(turn - 3, turn + 2));
+    const aroundTrimmed = (turn: number) => median(trimmedTimes.slice(turn - 6, turn + 5));
     return {
       transcriptBytes: s.bytes,
       messages: s.messageCount,
@@ -105,8 +108,8 @@ export async function storageOnHarper(): Promise<StorageFigures> {
       turns: times.length + 1,
       turn10Ms: around(10),
       turn100Ms: around(100),
-      workingSetTurn10Ms: aroundTrimmed(10),
-      workingSetTurn100Ms: aroundTrimmed(100),
+      workingSetTurns: trimmedTimes.length + 1,
+      workingSetTurnMs: [aroundTrimmed(10), aroundTrimmed(100), aroundTrimmed(1000)],
     };
   } finally {
     await h.stop();

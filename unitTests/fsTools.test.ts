@@ -281,6 +281,30 @@ describe('paths under attack', () => {
     expect(e?.message).to.equal('logs/replaced.log changed while it was checked');
   });
 
+  it('a path read before is resolved again when what it names changed: rotated, swapped for a symlink out of scope, removed', async () => {
+    const { renameSync, rmSync, symlinkSync: link, writeFileSync: write } = await import('node:fs');
+    const file = path.join(scopes.logs, 'rotating.log');
+    write(file, 'first\n');
+    expect((await readFile({ root: 'logs', path: 'rotating.log' }, ctx(65536))).content).to.equal('first\n');
+    expect((await tailFile({ root: 'logs', path: 'rotating.log' }, ctx(65536))).content).to.equal('first\n');
+    // Rotated: a new file (a new inode) under the same name is read, not refused.
+    renameSync(file, `${file}.1`);
+    write(file, 'second\n');
+    expect((await readFile({ root: 'logs', path: 'rotating.log' }, ctx(65536))).content).to.equal('second\n');
+    expect((await tailFile({ root: 'logs', path: 'rotating.log' }, ctx(65536))).content).to.equal('second\n');
+    // Swapped for a symlink that leaves the scope: refused as a first read is.
+    write(path.join(scopes.base, 'outside.txt'), 'secret\n');
+    rmSync(file);
+    link(path.join(scopes.base, 'outside.txt'), file);
+    for (const tool of [readFile, tailFile]) {
+      const e = await tool({ root: 'logs', path: 'rotating.log' }, ctx(65536)).then(() => null, (err: Error) => err);
+      expect(e?.message).to.equal('logs/rotating.log is a symlink that leaves the logs scope');
+    }
+    rmSync(file);
+    const gone = await readFile({ root: 'logs', path: 'rotating.log' }, ctx(65536)).then(() => null, (err: Error) => err);
+    expect(gone?.message).to.equal('logs/rotating.log does not exist');
+  });
+
   it('very long paths get a clear error', async () => {
     const e1 = await readFile({ root: 'logs', path: 'a/'.repeat(2100) + 'x' }, ctx(65536)).then(() => null, (err: Error) => err);
     expect(e1?.message).to.equal('path is longer than 4096 bytes');

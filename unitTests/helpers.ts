@@ -28,6 +28,8 @@ function harperLike(value: unknown): unknown {
 export class MemoryTable implements SessionTable {
   readonly rows = new Map<string, string>();
   puts = 0;
+  /** Records search has yielded: what a reader paid for. */
+  yielded = 0;
   /** Simulated latency, so interleavings of concurrent writers are real. */
   constructor(private readonly delayMs = 0) {}
   private async pause() {
@@ -59,9 +61,8 @@ export class MemoryTable implements SessionTable {
     entry.queue.on('close', () => this.subscribers.delete(entry));
     return entry.queue;
   }
-  /** Harper's search shape: `conditions` of attribute equals value (none: every row). */
   /** Harper's search shape: `conditions` (equals by default; less_than, less_than_equal, greater_than_equal on dates and
-   * numbers), in key order, or by `sort`'s attribute. */
+   * numbers; between on keys), in key order, or by `sort`'s attribute. Counts the records it yields in `yielded`. */
   async *search(query: { conditions?: { attribute: string; comparator?: string; value: unknown }[]; sort?: { attribute: string; descending?: boolean } } = {}) {
     const comparable = (v: unknown) => (v instanceof Date ? v.getTime() : typeof v === 'string' && /^\d{4}-\d\d-\d\dT/.test(v) ? Date.parse(v) : v);
     const holds = (record: Record<string, unknown>, c: { attribute: string; comparator?: string; value: unknown }) => {
@@ -70,12 +71,17 @@ export class MemoryTable implements SessionTable {
       if (c.comparator === 'less_than') return a < b;
       if (c.comparator === 'less_than_equal') return a <= b;
       if (c.comparator === 'greater_than_equal') return a >= b;
+      if (c.comparator === 'between') return (record[c.attribute] as string) >= (c.value as string[])[0]! && (record[c.attribute] as string) <= (c.value as string[])[1]!;
       return record[c.attribute] === c.value;
     };
     let rows = [...this.rows.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, row]) => JSON.parse(row) as Record<string, unknown>);
     const sort = query.sort;
     if (sort) rows = rows.sort((x, y) => ((comparable(x[sort.attribute]) as number) - (comparable(y[sort.attribute]) as number)) * (sort.descending ? -1 : 1));
-    for (const record of rows) if ((query.conditions ?? []).every((c) => holds(record, c))) yield harperLike(record);
+    for (const record of rows) {
+      if (!(query.conditions ?? []).every((c) => holds(record, c))) continue;
+      this.yielded++;
+      yield harperLike(record);
+    }
   }
 }
 

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { SessionStore, SHRINK_THRESHOLD_BYTES, RunSupersededError, takeThreadLock, type ThreadLock } from '../agent/session.js';
+import { SessionStore, SHRINK_THRESHOLD_BYTES, RunSupersededError, takeThreadLock, type SessionHeader, type ThreadLock } from '../agent/session.js';
 import type { Message } from '../resources/models/types.js';
 import { memoryStore } from './helpers.js';
 
@@ -223,6 +223,77 @@ describe('SessionStore', () => {
       const content = (await store.get(s.session_id))!.messages[2]!.content;
       expect(Buffer.byteLength(content)).to.be.at.most(2048).and.greaterThan(2040);
       expect(content).to.contain('full result is 1057864 bytes');
+    });
+  });
+
+  describe("a thread's copy of the transcript", () => {
+    const page = (i: number): Message[] => [
+      { role: 'assistant', content: '', toolCalls: [{ id: `c${i}`, name: 'read_file', arguments: { path: 'a.log', startLine: i } }] },
+      { role: 'tool', toolCallId: `c${i}`, name: 'read_file', content: `page ${i} `.repeat(1000) },
+    ];
+    async function longSession() {
+      const { store, table, messages } = memoryStore();
+      const s = await store.create({ user: 'u', provider: 'local', model: null });
+      await store.append(s.session_id, [{ role: 'user', content: 'read a.log' }]);
+      for (let i = 1; i <= 300; i++) await store.append(s.session_id, page(i));
+      return { store, table, messages, id: s.session_id, other: new SessionStore({ sessions: () => table, messages: () => messages }) };
+    }
+
+    it('a read late in a long session takes only the records written since this thread last saw it, and sees each of them', async () => {
+      const { store, messages, id, other } = await longSession();
+      messages.yielded = 0;
+      const first = (await store.get(id))!;
+      // This thread wrote every change: its copy is current, no record is read.
+      expect([first.messages.length, messages.yielded]).to.deep.equal([601, 0]);
+      // Another thread appends two messages: this thread reads those two, and the whole transcript is right.
+      await other.append(id, page(301));
+      messages.yielded = 0;
+      const after = (await store.get(id))!;
+      expect(messages.yielded).to.equal(2);
+      expect(after.messages).to.deep.equal([...first.messages, ...(await other.get(id))!.messages.slice(601)]);
+      expect(after.messages.at(-1)!.content).to.equal('page 301 '.repeat(1000));
+      // The other thread, new to the session, read it whole once.
+      expect((await other.get(id))!.messages).to.deep.equal(after.messages);
+    });
+
+    it('a cut made by another thread is seen: a change that is not an append reads the transcript whole again', async () => {
+      const { store, messages, id, other } = await longSession();
+      expect(await other.trimToWorkingSet(id, 64 * 1024)).to.be.greaterThan(250);
+      messages.yielded = 0;
+      const back = (await store.get(id))!;
+      expect(messages.yielded).to.equal(601);
+      expect(back.messages.filter((m) => m.role === 'tool' && m.cut === 'workingSet')).to.have.length(await other.get(id).then((s) => s!.messages.filter((m) => m.role === 'tool' && m.cut === 'workingSet').length));
+      expect(back.messages[2]!.content.length).to.be.lessThan(SHRINK_THRESHOLD_BYTES + 1);
+      expect(back.bytes).to.equal(Buffer.byteLength(JSON.stringify(back.messages)));
+    });
+
+    it('a working-set cut late in a long session reads nothing it already holds, and what it stores is what a fresh read finds', async () => {
+      const { store, table, messages, id } = await longSession();
+      await store.trimToWorkingSet(id, 64 * 1024);
+      await store.append(id, page(301));
+      messages.yielded = 0;
+      expect(await store.trimToWorkingSet(id, 64 * 1024)).to.equal(1);
+      const mine = (await store.get(id))!;
+      expect(messages.yielded).to.equal(0);
+      const fresh = (await new SessionStore({ sessions: () => table, messages: () => messages }).get(id))!;
+      expect(mine).to.deep.equal(fresh);
+    });
+
+    it('a copy is kept for a bounded number of sessions and bytes, and is current only at the revision it was made at', async () => {
+      const { TranscriptCache } = await import('../agent/transcriptCache.js');
+      const cache = new TranscriptCache(2, 1000);
+      const header = (bytes: number) => ({ messageCount: 1, bytes }) as SessionHeader;
+      cache.remember('a', 'r1', header(100), []);
+      cache.remember('b', 'r1', header(100), []);
+      cache.remember('c', 'r1', header(100), []);
+      expect([cache.lookup('a', 'r1', header(100)), cache.lookup('c', 'r1', header(100))?.state, cache.lookup('c', 'r2', header(100))]).to.deep.equal([undefined, 'current', undefined]);
+      cache.remember('big', 'r1', header(1001), []);
+      expect(cache.lookup('big', 'r1', header(1001))).to.equal(undefined);
+      cache.remember('d', 'r1', header(950), []);
+      expect([cache.lookup('b', 'r1', header(100)), cache.lookup('c', 'r1', header(100)), cache.lookup('d', 'r1', header(950))?.state]).to.deep.equal([undefined, undefined, 'current']);
+      // A row from before revisions is never taken from a copy.
+      cache.remember('e', undefined, header(10), []);
+      expect(cache.lookup('e', undefined, header(10))).to.equal(undefined);
     });
   });
 });

@@ -4,6 +4,7 @@ import { existsSync, readdirSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { readPage } from './fsTools.js';
+import { openChecked } from './scopes.js';
 import { ToolError, type Tool } from './types.js';
 
 const RULE_NAME = /^[a-z0-9][a-z0-9-]*$/;
@@ -56,7 +57,8 @@ export const bestPracticeTool: Tool = {
     const rule = args.rule as string;
     if (!RULE_NAME.test(rule) || !rules.includes(rule)) throw new ToolError(`unknown rule ${JSON.stringify(rule)}: the rules are ${rules.join(', ')}`);
     const real = path.join(dir, `${rule}.md`);
-    const page = await readPage({ display: `best-practices/${rule}.md`, real, stats: statSync(real) }, args, ctx);
+    const display = `best-practices/${rule}.md`;
+    const page = await readPage({ display, ...(await openChecked({ display, real, stats: statSync(real) })) }, args, ctx);
     return { rule, ...page };
   },
 };

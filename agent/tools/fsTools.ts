@@ -6,7 +6,7 @@ import { randomBytes } from 'node:crypto';
 import { afterLastEndLine, firstArmorLineStart, KeyMaterialError, LOOK_BACK_BYTES, refuseKeyMaterial, resumeAfterKey } from './keyMaterial.js';
 import { costModel, cutToEscaped, escapedCost, escapedLength, isValidUtf8, pageBudget, slicePage, type CostModel } from './paging.js';
 import { withScratch } from './scratch.js';
-import { openChecked, resolveScoped, SCOPE_NAMES, type CheckedFile, type ResolvedPath } from './scopes.js';
+import { openScoped, resolveScoped, SCOPE_NAMES, type CheckedFile, type OpenedFile } from './scopes.js';
 import { ToolError, type Tool, type ToolContext } from './types.js';
 
 const rootParam = {
@@ -90,15 +90,15 @@ export interface ReadOptions {
 }
 
 export async function readFile(args: Record<string, unknown>, ctx: ToolContext, options: ReadOptions = {}): Promise<ReadFileResult> {
-  return readPage(await resolveScoped(ctx.scopes, args.root, args.path), args, ctx, options);
+  return readPage(await openScoped(ctx.scopes, args.root, args.path), args, ctx, options);
 }
 
-/** One page of a checked file (startLine, lineCount, offset from `args`): read_file's paging, for any tool that serves a
- * file it resolved itself (harper_best_practice). */
-export async function readPage(resolved: ResolvedPath, args: Record<string, unknown>, ctx: ToolContext, options: ReadOptions = {}): Promise<ReadFileResult> {
-  const { handle, size } = await openChecked(resolved);
+/** One page of an open, checked file (startLine, lineCount, offset from `args`), which it closes: read_file's paging,
+ * for any tool that serves a file it resolved itself (harper_best_practice). */
+export async function readPage(file: OpenedFile, args: Record<string, unknown>, ctx: ToolContext, options: ReadOptions = {}): Promise<ReadFileResult> {
+  const { handle, size, display } = file;
   try {
-    pageBudget(ctx.maxResultBytes, readSkeleton(resolved.display, size, 0, 1, ctx.maxResultBytes), resolved.display);
+    pageBudget(ctx.maxResultBytes, readSkeleton(display, size, 0, 1, ctx.maxResultBytes), display);
     const startLine = (args.startLine as number | undefined) ?? 1;
     const maxLines = (args.lineCount as number | undefined) ?? Number.POSITIVE_INFINITY;
     let offset: number;
@@ -106,16 +106,16 @@ export async function readPage(resolved: ResolvedPath, args: Record<string, unkn
       offset = args.offset as number;
       if (args.startLine === undefined) throw new ToolError('offset needs startLine: pass back both nextLine and nextOffset');
       if (offset > size || (offset === size && size > 0)) {
-        throw new ToolError(`offset ${offset} is past the end of ${resolved.display} (${size} bytes)`);
+        throw new ToolError(`offset ${offset} is past the end of ${display} (${size} bytes)`);
       }
       if (offset > 0 && offset < size) {
         const b = await readChunk(handle, offset, Buffer.alloc(1));
         if ((b[0]! & 0xc0) === 0x80) throw new ToolError(`offset ${offset} is inside a UTF-8 character: pass an offset from nextOffset`);
       }
     } else {
-      offset = await findLineStart(handle, size, startLine, resolved.display);
+      offset = await findLineStart(handle, size, startLine, display);
     }
-    const budget = pageBudget(ctx.maxResultBytes, readSkeleton(resolved.display, size, offset, startLine, ctx.maxResultBytes), resolved.display);
+    const budget = pageBudget(ctx.maxResultBytes, readSkeleton(display, size, offset, startLine, ctx.maxResultBytes), display);
     // One read holds the key look-back and the page.
     const from = options.lookBack === false ? offset : Math.max(0, offset - LOOK_BACK_BYTES);
     return await withScratch(offset - from + Math.min(readLength(budget), size - offset), async (scratch) => {
@@ -141,14 +141,14 @@ export async function readPage(resolved: ResolvedPath, args: Record<string, unkn
         slice = { end: armorAt, lines: countLines(page), lineTruncated: false };
       }
       try {
-        refuseKeyMaterial(resolved.display, offset, page, region, from);
+        refuseKeyMaterial(display, offset, page, region, from);
       } catch (error) {
         if (!(error instanceof KeyMaterialError)) throw error;
         throw new KeyMaterialError(error.message + '.' + (await resumeAfterKey(handle, offset, startLine, size)));
       }
       const endLine = slice.lines === 0 ? startLine - 1 : startLine + slice.lines - 1;
       const nextOffset = offset + slice.end;
-      const result: ReadFileResult = { path: resolved.display, size, offset, startLine, endLine, content };
+      const result: ReadFileResult = { path: display, size, offset, startLine, endLine, content };
       if (nextOffset < size) {
         result.nextLine = slice.lineTruncated || (slice.end > 0 && page[page.length - 1] !== 10) ? endLine : endLine + 1;
         result.nextOffset = nextOffset;
@@ -209,11 +209,10 @@ export interface TailFileResult {
 
 export async function tailFile(args: Record<string, unknown>, ctx: ToolContext, options: ReadOptions = {}): Promise<TailFileResult> {
   const want = (args.lines as number | undefined) ?? 50;
-  const resolved = await resolveScoped(ctx.scopes, args.root, args.path);
-  const { handle, size } = await openChecked(resolved);
+  const { handle, size, display } = await openScoped(ctx.scopes, args.root, args.path);
   try {
-    const skeleton = { path: resolved.display, size, offset: size, lines: want, content: '', truncated: false, lineTruncated: true };
-    const budget = pageBudget(ctx.maxResultBytes, skeleton, resolved.display);
+    const skeleton = { path: display, size, offset: size, lines: want, content: '', truncated: false, lineTruncated: true };
+    const budget = pageBudget(ctx.maxResultBytes, skeleton, display);
     const start = Math.max(0, size - readLength(budget));
     const from = options.lookBack === false ? start : Math.max(0, start - LOOK_BACK_BYTES);
     return await withScratch(size - from, async (scratch) => {
@@ -251,9 +250,9 @@ export async function tailFile(args: Record<string, unknown>, ctx: ToolContext, 
         pos += afterKey;
       }
       const window = buf.subarray(pos);
-      refuseKeyMaterial(resolved.display, start + pos, window, region, from);
+      refuseKeyMaterial(display, start + pos, window, region, from);
       const result: TailFileResult = {
-        path: resolved.display,
+        path: display,
         size,
         offset: start + pos,
         lines: count,

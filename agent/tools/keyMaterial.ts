@@ -58,12 +58,14 @@ function onlyKeyBody(bytes: Buffer, end: number): boolean {
 
 /** Byte index where the line holding the first armor line of `bytes` starts, or -1. */
 export function firstArmorLineStart(bytes: Buffer): number {
+  if (bytes.indexOf(MARK) === -1) return -1;
   const [first] = armorLines(bytes.toString('latin1', 0, bytes.length));
   return first ? first.lineStart : -1;
 }
 
 /** Byte index just after the line holding the last armor line of `bytes`, if that line is an END; else -1. */
 export function afterLastEndLine(bytes: Buffer): number {
+  if (bytes.indexOf(MARK) === -1) return -1;
   const all = armorLines(bytes.toString('latin1', 0, bytes.length));
   const last = all[all.length - 1];
   if (!last || last.kind !== 'END') return -1;

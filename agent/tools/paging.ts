@@ -11,8 +11,9 @@ for (let b = 0; b < 0x20; b++) COST[b] = 6; // \u00XX
 for (const b of [0x08, 0x09, 0x0a, 0x0c, 0x0d, 0x22, 0x5c]) COST[b] = 2; // \b \t \n \f \r \" \\
 /** For bytes that are not valid UTF-8: each may decode to U+FFFD, 3 bytes. */
 const COST_UNSURE = Uint8Array.from(COST, (c, b) => (b >= 0x80 ? 3 : c));
-/** Bytes whose cost is not 1, other than \n (every line has one). */
-const NEEDS_ESCAPE = /[\x00-\x09\x0b-\x1f"\\]/;
+/** Bytes whose cost is not 1, other than \n (every line has one): each is looked for with a native search, which
+ * on a page of text is several times faster than a regular expression over it. */
+const NEEDS_ESCAPE = [0x22, 0x5c, 0x09, 0x0d, ...Array.from({ length: 0x20 }, (_, b) => b).filter((b) => b !== 0x0a && b !== 0x09 && b !== 0x0d)];
 
 export interface CostModel {
   table: Uint8Array;
@@ -22,7 +23,7 @@ export interface CostModel {
 
 export function costModel(buf: Buffer, validUtf8: boolean): CostModel {
   const table = validUtf8 ? COST : COST_UNSURE;
-  const plain = validUtf8 && !NEEDS_ESCAPE.test(buf.toString('latin1', 0, buf.length));
+  const plain = validUtf8 && NEEDS_ESCAPE.every((b) => buf.indexOf(b) === -1);
   return { table, plain };
 }
 
@@ -93,7 +94,8 @@ export function slicePage(buf: Buffer, atEof: boolean, budget: number, maxLines:
     const nl = buf.indexOf(10, pos);
     if (nl === -1 && !atEof) break;
     const lineEnd = nl === -1 ? buf.length : nl + 1;
-    const cost = escapedCost(buf, pos, lineEnd, model);
+    // Plain text: a line costs its bytes and one more for its newline.
+    const cost = model.plain ? lineEnd - pos + (nl === -1 ? 0 : 1) : escapedCost(buf, pos, lineEnd, model);
     if (used + cost > budget) break;
     used += cost;
     pos = lineEnd;

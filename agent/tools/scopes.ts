@@ -178,3 +178,37 @@ export async function openChecked(resolved: ResolvedPath): Promise<{ handle: Che
   }
   return { handle: new CheckedFile(fd), size: opened.size };
 }
+
+/** An open, checked file and the name the model knows it by. */
+export interface OpenedFile {
+  display: string;
+  handle: CheckedFile;
+  size: number;
+}
+
+/** Paths read before, resolved (scope, realpath, stat, key checks), by scope root and path as given: read_file and
+ * tail_file page through one file many times, and resolving it again cost more than reading a page. An entry is used
+ * only through openChecked, which refuses any file but the inode that was checked; on any failure the path is resolved
+ * afresh, so a rotated, removed or swapped file is seen as it is now. */
+const resolvedReads = new Map<string, ResolvedPath>();
+const MAX_RESOLVED_READS = 256;
+
+/** Resolves and opens a file for reading (read_file, tail_file), reusing an earlier resolution of the same path. */
+export async function openScoped(scopes: Scopes, root: unknown, relative: unknown): Promise<OpenedFile> {
+  const key = typeof root === 'string' && typeof relative === 'string' && SCOPE_NAMES.includes(root as ScopeName) ? [scopes.rootPath, root, scopes[root as ScopeName], relative].join('\0') : undefined;
+  const known = key === undefined ? undefined : resolvedReads.get(key);
+  if (known) {
+    try {
+      return { display: known.display, ...(await openChecked(known)) };
+    } catch {
+      resolvedReads.delete(key!);
+    }
+  }
+  const resolved = await resolveScoped(scopes, root, relative);
+  const opened = await openChecked(resolved);
+  if (key !== undefined) {
+    if (resolvedReads.size >= MAX_RESOLVED_READS) resolvedReads.delete(resolvedReads.keys().next().value!);
+    resolvedReads.set(key, resolved);
+  }
+  return { display: resolved.display, ...opened };
+}

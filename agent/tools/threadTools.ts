@@ -32,7 +32,8 @@ export const profileCpuTool: Tool = {
   description:
     "Takes a CPU profile of one of Harper's worker threads from inside it (no inspector port, the thread is not paused) " +
     'for durationMs, and answers the functions with the most self time: function, url, line, selfMs and percent of the ' +
-    "sampled busy time. Use it when a worker is slow or busy; heap_usage answers its memory.",
+    'sampled busy time (a small hot function V8 inlined is listed under its caller). Use it when a worker is slow or ' +
+    'busy; heap_usage answers its memory.',
   parameters: {
     type: 'object',
     properties: {
