@@ -289,11 +289,11 @@ export class SessionStore {
       bytes: 2,
       title: null,
     };
-    return this.withLock(header.session_id, async () => {
+    return this.withLock(header.session_id, async (exclusive) => {
       if (await this.tables.sessions().get(header.session_id)) throw new Error(`session ${header.session_id} already exists`);
       const revision = this.nextRevision();
       await this.tables.sessions().put(header.session_id, toRow(header, revision));
-      this.transcripts.remember(header.session_id, revision, header, []);
+      if (exclusive) this.transcripts.remember(header.session_id, revision, header, []);
       return { ...header, messages: [] };
     });
   }
@@ -343,12 +343,13 @@ export class SessionStore {
    * append costs one message and the row, never the transcript.
    */
   async mutate(id: string, change: HeaderChange, guard?: RunGuard): Promise<SessionHeader> {
-    return this.withLock(id, async () => {
+    return this.withLock(id, async (exclusive) => {
       const row = (await this.tables.sessions().get(id)) as Record<string, unknown> | undefined;
       const header = toHeader(row);
       if (!header) throw new SessionNotFoundError(id);
       if (guard && (header.status !== 'running' || header.runner !== guard.runner)) throw new RunSupersededError(id);
-      const copy = this.transcripts.holds(id, revisionOf(row));
+      // A change made without the lock across threads may race another writer's: it extends no copy.
+      const copy = exclusive ? this.transcripts.holds(id, revisionOf(row)) : undefined;
       this.transcripts.forget(id); // until the change is written whole
       const added = (await change(header)) ?? [];
       // A row from before AgentMessage: its transcript moves out first.
@@ -420,7 +421,7 @@ export class SessionStore {
    * with a 2 KiB head and their cut reason; the row's bytes follow. */
   private async cutResults(id: string, guard: RunGuard | undefined, reason: 'context' | 'workingSet', pick: (messages: StoredMessage[]) => number[]): Promise<number> {
     const [text, advice] = reason === 'context' ? [SHRINK_REASON, SHRINK_ADVICE] : [WORKING_SET_REASON, WORKING_SET_ADVICE];
-    return this.withLock(id, async () => {
+    return this.withLock(id, async (exclusive) => {
       const row = (await this.tables.sessions().get(id)) as Record<string, unknown> | undefined;
       const header = toHeader(row);
       if (!header) throw new SessionNotFoundError(id);
@@ -443,7 +444,7 @@ export class SessionStore {
       header.updatedAt = Date.now();
       const revision = this.nextRevision();
       await this.tables.sessions().put(id, toRow(header, revision));
-      this.transcripts.remember(id, revision, header, keyed);
+      if (exclusive) this.transcripts.remember(id, revision, header, keyed);
       return picked.length;
     });
   }
@@ -551,7 +552,9 @@ export class SessionStore {
     return this.withLock(id, task);
   }
 
-  private withLock<T>(id: string, task: () => Promise<T>): Promise<T> {
+  /** Runs `task` holding the session's lock; `exclusive`: the lock across threads was held (no other writer can have
+   * changed the session meanwhile), which is what lets a change extend this thread's copy of the transcript. */
+  private withLock<T>(id: string, task: (exclusive: boolean) => Promise<T>): Promise<T> {
     const previous = this.locks.get(id) ?? Promise.resolve();
     const locked = () => this.acrossThreads(id, task);
     const run = previous.then(locked, locked);
@@ -564,15 +567,15 @@ export class SessionStore {
   }
 
   /** Runs `task` holding the session's lock across worker threads (after this thread's own turn came). */
-  private async acrossThreads<T>(id: string, task: () => Promise<T>): Promise<T> {
+  private async acrossThreads<T>(id: string, task: (exclusive: boolean) => Promise<T>): Promise<T> {
     const lock = this.tables.threadLock?.();
-    if (!lock) return task();
+    if (!lock) return task(false);
     const key = `harper-agent:session:${id}`;
     const held = await takeThreadLock(lock, key);
     if (!held) this.tables.log?.(`harper-agent: session ${id}: another thread held its lock over ${THREAD_LOCK_WAIT_MS} ms; writing without it`);
     lock.refresh?.();
     try {
-      return await task();
+      return await task(held);
     } finally {
       if (held) lock.unlock(key);
     }

@@ -65,7 +65,9 @@ export async function bootCluster(count: number, env: Record<string, string> = {
   try {
     const failed = booted.find((b) => b.status === 'rejected');
     if (failed) throw (failed as PromiseRejectedResult).reason;
-    for (const node of nodes) await deploy(node, payload);
+    // At once: each deploy is mostly Harper's own npm install of the component; `deploy` retries the one failure
+    // two deploys at once were seen to cause.
+    await Promise.all(nodes.map((node) => deploy(node, payload)));
     await join(nodes);
     return nodes;
   } catch (error) {

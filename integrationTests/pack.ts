@@ -1,4 +1,4 @@
-// The root `npm pack` tarball, made once per test run and shared by the tests that deploy it (packing takes ~40 s).
+// The root `npm pack` tarball, made once per test run and shared by the tests that deploy it.
 import { execFile } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import os from 'node:os';
@@ -9,12 +9,13 @@ import { REPO } from '../scripts/harper.js';
 const run = promisify(execFile);
 let packed: Promise<string> | undefined;
 
-/** `npm pack` at the root, as an operator would run it (its `prepare` builds dist/ first). Deploy it as a payload,
- * or copy it per node: `deploy_component` with `package: file:…` deletes the file it installs. */
+/** `npm pack` at the root, as an operator would run it, less its `prepare` (the build): `npm test` built dist/ just
+ * before, and building it again took half of the pack's 40 s. Deploy it as a payload, or copy it per node:
+ * `deploy_component` with `package: file:…` deletes the file it installs. */
 export function packedTarball(): Promise<string> {
   packed ??= (async () => {
     const dest = mkdtempSync(path.join(os.tmpdir(), 'harper-agent-pack-'));
-    const { stdout } = await run('npm', ['pack', '--pack-destination', dest, '--json'], { cwd: REPO, maxBuffer: 256 * 1024 * 1024 });
+    const { stdout } = await run('npm', ['pack', '--ignore-scripts', '--pack-destination', dest, '--json'], { cwd: REPO, maxBuffer: 256 * 1024 * 1024 });
     const [file] = JSON.parse(stdout) as { filename: string }[];
     return path.join(dest, file!.filename);
   })();

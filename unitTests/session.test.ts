@@ -231,12 +231,15 @@ describe('SessionStore', () => {
       { role: 'assistant', content: '', toolCalls: [{ id: `c${i}`, name: 'read_file', arguments: { path: 'a.log', startLine: i } }] },
       { role: 'tool', toolCallId: `c${i}`, name: 'read_file', content: `page ${i} `.repeat(1000) },
     ];
+    /** Two threads' stores over one pair of tables, sharing the lock across threads (Harper's LMDB lock). */
     async function longSession() {
-      const { store, table, messages } = memoryStore();
+      const { table, messages } = memoryStore();
+      const lock = sharedLock();
+      const store = new SessionStore({ sessions: () => table, messages: () => messages, threadLock: () => lock });
       const s = await store.create({ user: 'u', provider: 'local', model: null });
       await store.append(s.session_id, [{ role: 'user', content: 'read a.log' }]);
       for (let i = 1; i <= 300; i++) await store.append(s.session_id, page(i));
-      return { store, table, messages, id: s.session_id, other: new SessionStore({ sessions: () => table, messages: () => messages }) };
+      return { store, table, messages, lock, id: s.session_id, other: new SessionStore({ sessions: () => table, messages: () => messages, threadLock: () => lock }) };
     }
 
     it('a read late in a long session takes only the records written since this thread last saw it, and sees each of them', async () => {
@@ -277,6 +280,16 @@ describe('SessionStore', () => {
       expect(messages.yielded).to.equal(0);
       const fresh = (await new SessionStore({ sessions: () => table, messages: () => messages }).get(id))!;
       expect(mine).to.deep.equal(fresh);
+    });
+
+    it('a change made without the lock across threads (no lock, or its wait ran out) extends no copy: the next read reads whole', async () => {
+      const { store, messages, id } = await longSession();
+      const unlocked = new SessionStore({ sessions: () => (store as any).tables.sessions(), messages: () => messages });
+      await unlocked.get(id);
+      await unlocked.append(id, page(301));
+      messages.yielded = 0;
+      expect((await unlocked.get(id))!.messages).to.have.length(603);
+      expect(messages.yielded).to.equal(603);
     });
 
     it('a copy is kept for a bounded number of sessions and bytes, and is current only at the revision it was made at', async () => {
