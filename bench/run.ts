@@ -224,8 +224,8 @@ async function main() {
   );
   const [w10, w100, w1000] = store.workingSetTurnMs;
   row(
-    `time per turn on Harper, working set on and a ${fmt(WINDOW_TOKENS, 0)}-token window (compaction: the request is about the same size from turn 10 on), turn 10 / 100 / 1,000 of ${store.workingSetTurns} (three prompts)`,
-    `${fmt(w10, 1)} / ${fmt(w100, 1)} / ${fmt(w1000, 1)} ms (the mean of the middle 60% of the ten turns around each)`,
+    `time per turn on Harper, working set on and a ${fmt(WINDOW_TOKENS, 0)}-token window (compaction: the request is about the same size from turn 10 on), turn 10 / 100 / 1,000 of ${store.workingSetTurns} (three prompts a session)`,
+    `${fmt(w10, 1)} / ${fmt(w100, 1)} / ${fmt(w1000, 1)} ms (the mean of the middle 60% of the ten turns around each; the median of three sessions)`,
     'flat: each within 1.5x of the others',
     Math.max(w10, w100, w1000) <= 1.5 * Math.min(w10, w100, w1000)
   );
