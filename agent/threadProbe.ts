@@ -81,25 +81,31 @@ export function topBySelfTime(profile: CpuProfile, topN: number): { busyMs: numb
   return { busyMs: Math.round(busyUs / 100) / 10, sampleCount: samples.length, top };
 }
 
-async function profileHere(durationMs: number, topN: number, thread: number): Promise<ProfileResult> {
+/** A CPU profile of this thread, sampled every `intervalUs` while `work` runs (node:inspector in-process: no port). */
+export async function cpuProfileOf(work: () => Promise<unknown>, intervalUs: number): Promise<CpuProfile> {
   const session = new Session();
   session.connect();
   try {
     await session.post('Profiler.enable');
-    await session.post('Profiler.setSamplingInterval', { interval: 1000 });
+    await session.post('Profiler.setSamplingInterval', { interval: intervalUs });
     await session.post('Profiler.start');
     let profile: CpuProfile;
     try {
-      await new Promise((resolve) => setTimeout(resolve, durationMs));
+      await work();
     } finally {
       profile = ((await session.post('Profiler.stop')) as { profile: CpuProfile }).profile;
     }
-    const { busyMs, sampleCount, top } = topBySelfTime(profile, topN);
-    return { thread, durationMs: Math.round((profile.endTime - profile.startTime) / 1000), sampleCount, busyMs, topFunctions: top };
+    return profile;
   } finally {
     await session.post('Profiler.disable').catch(() => undefined);
     session.disconnect();
   }
+}
+
+async function profileHere(durationMs: number, topN: number, thread: number): Promise<ProfileResult> {
+  const profile = await cpuProfileOf(() => new Promise((resolve) => setTimeout(resolve, durationMs)), 1000);
+  const { busyMs, sampleCount, top } = topBySelfTime(profile, topN);
+  return { thread, durationMs: Math.round((profile.endTime - profile.startTime) / 1000), sampleCount, busyMs, topFunctions: top };
 }
 
 function heapHere(thread: number) {

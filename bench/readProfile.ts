@@ -4,10 +4,9 @@
 // BENCHMARKS.md.
 import { closeSync, existsSync, mkdirSync, openSync, readSync, statSync } from 'node:fs';
 import os from 'node:os';
-import { Session } from 'node:inspector/promises';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { topBySelfTime } from '../agent/threadProbe.js';
+import { cpuProfileOf, topBySelfTime } from '../agent/threadProbe.js';
 import { readFile } from '../agent/tools/fsTools.js';
 import type { ToolContext } from '../agent/tools/types.js';
 import { defaultConfig } from '../agent/agent.js';
@@ -66,24 +65,15 @@ export async function readProfile(scopes: ToolContext['scopes'], file: string, r
   };
   const start = await measure(4096);
   const end = await measure(size - 4 * 1024 * 1024);
-  const session = new Session();
-  session.connect();
-  try {
-    await session.post('Profiler.enable');
-    await session.post('Profiler.setSamplingInterval', { interval: 50 });
-    await session.post('Profiler.start');
+  const profile = await cpuProfileOf(async () => {
     for (let i = 0; i < 3000; i++) await readFile(i % 2 ? start.args : end.args, ctx);
-    const { profile } = await session.post('Profiler.stop');
-    const { busyMs, top } = topBySelfTime(profile as Parameters<typeof topBySelfTime>[0], 12);
-    return {
-      start: { pageMs: start.pageMs, bareMs: start.bareMs, bytes: start.bytes },
-      end: { pageMs: end.pageMs, bareMs: end.bareMs, bytes: end.bytes },
-      top: top.map((t) => `${t.percent.toFixed(1).padStart(5)}% ${t.function} (${t.url ? `${path.basename(t.url)}:${t.line}` : 'native'})`).concat(`(of ${busyMs} ms busy over 3,000 pages)`),
-    };
-  } finally {
-    await session.post('Profiler.disable').catch(() => undefined);
-    session.disconnect();
-  }
+  }, 50);
+  const { busyMs, top } = topBySelfTime(profile, 12);
+  return {
+    start: { pageMs: start.pageMs, bareMs: start.bareMs, bytes: start.bytes },
+    end: { pageMs: end.pageMs, bareMs: end.bareMs, bytes: end.bytes },
+    top: top.map((t) => `${t.percent.toFixed(1).padStart(5)}% ${t.function} (${t.url ? `${path.basename(t.url)}:${t.line}` : 'native'})`).concat(`(of ${busyMs} ms busy over 3,000 pages)`),
+  };
 }
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
