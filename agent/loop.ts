@@ -387,6 +387,11 @@ interface ActiveRun {
 
 const active = new Map<string, ActiveRun>();
 
+/** When this module loaded: Harper loads the backends as sibling components after the agent (agent/boot.ts). */
+const LOADED_AT = Date.now();
+/** How long after load a follow-up waits for its provider's backend to register before it fires anyway. */
+export const BACKEND_LOAD_GRACE_MS = 60_000;
+
 /** A run's token: the node and process that run it, so a restart's recovery on one node never ends another's. */
 export function newRunner(node: string | null): string {
   return `${node ?? ''}:${process.pid}:${threadId}:${randomUUID()}`;
@@ -451,12 +456,17 @@ class NotNow extends Error {}
 /**
  * Fires a due follow-up. Under the session's lock the follow-up is read again (another worker thread may have fired
  * it, an operator cancelled it), marked fired, and its message appended as a prompt that starts a run, as agent_prompt
- * does. A session that is running or awaiting approval is left for later ('busy'). The row is marked fired before the
- * prompt is written: a crash between the two loses the follow-up rather than sending it twice.
+ * does. A session that is running or awaiting approval, or whose provider has not registered yet, is left for later
+ * ('busy'). The row is marked fired before the prompt is written: a crash between the two loses the follow-up rather
+ * than sending it twice.
  */
 export async function fireFollowup(deps: LoopDeps, f: Followup): Promise<FireOutcome> {
   const followups = deps.followups!;
   const config = deps.config();
+  // One due while Harper was down fires at boot, possibly before the backend it needs has loaded (seen under load:
+  // the run failed with "not registered"): until the grace ends it waits, as for a busy session; then it fires and a
+  // provider still missing ends the run with the error that says so.
+  if (!Models.get(config.provider) && Date.now() - LOADED_AT < BACKEND_LOAD_GRACE_MS) return 'busy';
   const runner = newRunner(deps.store.node);
   let outcome: FireOutcome = 'done';
   try {

@@ -5,6 +5,7 @@ import { dueTime, FollowupError, Followups, type FollowupTable } from '../agent/
 import { activeRun, fireFollowup } from '../agent/loop.js';
 import { createOperations, HttpError } from '../agent/operations.js';
 import { defaultConfig } from '../agent/agent.js';
+import { Models } from '../resources/models/models.js';
 import type { Session } from '../agent/session.js';
 import { calls, harness, MemoryTable, text, type Harness } from './helpers.js';
 
@@ -124,6 +125,23 @@ describe('follow-ups: firing', () => {
     const missing = (await ops.cancel_agent_followup.handle({ followup_id: 'nope' }, user).then(() => null, (e: HttpError) => e)) as HttpError;
     expect([missing.status, missing.message]).to.deep.equal([404, 'follow-up "nope" not found']);
     expect((await h.store.get(s.session_id))!.messages).to.have.length(2);
+  });
+
+  it("a follow-up due before its provider's backend has registered (a boot) waits as busy, and fires once it has", async () => {
+    const h = harness([text('a'), text('after the backend came')]);
+    const { followups, ops } = withFollowups(h);
+    const s = await prompt(ops, h, 'hi');
+    const f = await followups.schedule(s.session_id, null, 'after boot', Date.now() + 60_000, limits);
+    followups.disarm(f.followup_id);
+    Models.unregister('scripted');
+    expect(await fireFollowup(h.deps, f)).to.equal('busy');
+    expect((await followups.get(f.followup_id))!.status).to.equal('pending');
+    expect((await h.store.get(s.session_id))!.messages).to.have.length(2);
+    Models.register({ provider: 'scripted', defaultModel: 'scripted-1', create: () => h.backend });
+    expect(await fireFollowup(h.deps, f)).to.equal('fired');
+    await activeRun(s.session_id)?.done;
+    const after = (await h.store.get(s.session_id))!;
+    expect([after.status, after.messages.at(-1)!.content]).to.deep.equal(['completed', 'after the backend came']);
   });
 
   it('a follow-up due while its session runs waits, then fires; cancel_agent_run cancels the pending ones', async () => {
