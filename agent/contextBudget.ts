@@ -22,12 +22,19 @@ const PER_ITEM_TOKENS = 8;
 
 /**
  * A request's tokens: counted with the model's tokenizer when there is one (agent/tokenCount.ts), on the request's
- * JSON (its quoting counts too: over, never under), else bytes / 3. See DESIGN.md ("Estimating tokens").
+ * JSON, its system prompt and tools, then each message (its quoting counts too: over, never under), else bytes / 3.
+ * See DESIGN.md ("Estimating tokens").
  */
 export function estimateTokens(input: Pick<GenerateInput, 'system' | 'messages' | 'tools'>, counter?: TokenCounter): number {
-  const json = JSON.stringify({ system: input.system, tools: input.tools, messages: input.messages });
   const items = input.messages.length + input.tools.length;
-  if (counter) return counter.count(json) + ENVELOPE_TOKENS + PER_ITEM_TOKENS * items;
+  if (counter) {
+    // Part by part, so the counter's memo serves every part a turn re-sends; the separators between parts are in
+    // PER_ITEM_TOKENS.
+    let tokens = counter.count(JSON.stringify({ system: input.system, tools: input.tools })) + ENVELOPE_TOKENS + PER_ITEM_TOKENS * items;
+    for (const m of input.messages) tokens += counter.count(JSON.stringify(m));
+    return tokens;
+  }
+  const json = JSON.stringify({ system: input.system, tools: input.tools, messages: input.messages });
   return Math.ceil((Buffer.byteLength(json) + ENVELOPE_BYTES + PER_ITEM_BYTES * items) / BYTES_PER_TOKEN);
 }
 

@@ -1,6 +1,8 @@
 // Token counts for the pre-flight estimate: a real tokenizer where one exists as a package for the model (OpenAI's
 // models, through gpt-tokenizer, which ships one module per model naming its encoding), else none and the estimate
-// falls back to bytes / 3 (agent/contextBudget.ts). Loaded on first use, per model, and kept.
+// falls back to bytes / 3 (agent/contextBudget.ts). Loaded on first use, per model, and kept. A request is counted
+// part by part (agent/contextBudget.ts) and a part seen before is not tokenized again: a turn late in a long session
+// re-sends the same messages, and tokenizing them all again cost about 13 ms per 170 KB, twice a request.
 
 export interface TokenCounter {
   /** Which tokenizer, for contextBudget's source and the bench. */
@@ -9,6 +11,35 @@ export interface TokenCounter {
 }
 
 const counters = new Map<string, Promise<TokenCounter | undefined>>();
+
+/** Parts shorter than this are counted each time (cheaper than keeping them). */
+const MEMO_MIN_CHARS = 1024;
+/** A thread keeps the counts of its most recent parts up to this many characters (the memo holds the text as its key). */
+const MEMO_MAX_CHARS = 16 * 1024 * 1024;
+
+/** A count per text, the least recently used dropped first: a Map keeps insertion order, a hit is re-inserted. */
+export function memoized(count: (text: string) => number, maxChars = MEMO_MAX_CHARS): (text: string) => number {
+  const memo = new Map<string, number>();
+  let chars = 0;
+  return (text) => {
+    if (text.length < MEMO_MIN_CHARS) return count(text);
+    const known = memo.get(text);
+    if (known !== undefined) {
+      memo.delete(text);
+      memo.set(text, known);
+      return known;
+    }
+    const n = count(text);
+    memo.set(text, n);
+    chars += text.length;
+    for (const [old] of memo) {
+      if (chars <= maxChars) break;
+      memo.delete(old);
+      chars -= old.length;
+    }
+    return n;
+  };
+}
 
 /** The tokenizer for a model id, or undefined when no package has one (Claude, Llama, Qwen…: bytes / 3 then). */
 export function tokenCounter(model: string): Promise<TokenCounter | undefined> {
@@ -22,7 +53,7 @@ async function load(model: string): Promise<TokenCounter | undefined> {
   try {
     const m = (await import(`gpt-tokenizer/model/${model}`)) as { countTokens(text: string): number };
     if (typeof m.countTokens !== 'function') return undefined;
-    return { name: `gpt-tokenizer ${model}`, count: (text) => m.countTokens(text) };
+    return { name: `gpt-tokenizer ${model}`, count: memoized((text) => m.countTokens(text)) };
   } catch {
     return undefined;
   }

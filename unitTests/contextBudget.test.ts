@@ -4,7 +4,7 @@ import path from 'node:path';
 import { ContextLimits, contextBudget, estimateTokens } from '../agent/contextBudget.js';
 import { requestMessages } from '../agent/compaction.js';
 import { catalogWindow, NEWER_THAN_CATALOG } from '../agent/modelCatalog.js';
-import { tokenCounter } from '../agent/tokenCount.js';
+import { memoized, tokenCounter } from '../agent/tokenCount.js';
 import { countTokens } from 'gpt-tokenizer/model/gpt-4.1-mini';
 import { toOpenAIMessages } from 'harper-agent-openai/backend';
 import { getContextWindow } from 'tokenlens';
@@ -52,6 +52,19 @@ describe('context budget', () => {
     expect(gpt!.name).to.equal('gpt-tokenizer gpt-4.1-mini');
     expect(gpt!.count('request 123 served in 45 ms')).to.equal(countTokens('request 123 served in 45 ms'));
     for (const model of ['claude-sonnet-4-5', 'llama3.1:8b', '../main', 'anthropic.claude-3-5-sonnet-20240620-v1:0']) expect(await tokenCounter(model), model).to.equal(undefined);
+  });
+
+  it("a counter tokenizes a long part once: a repeat is answered from its memo, short parts each time, the oldest dropped past the bound", () => {
+    const seen: string[] = [];
+    const count = memoized((text) => (seen.push(text), text.length), 4096);
+    const [a, b, c] = ['a', 'b', 'c'].map((ch) => ch.repeat(2000));
+    expect([count(a), count(b), count(a), count('short'), count('short')]).to.deep.equal([2000, 2000, 2000, 5, 5]);
+    expect(seen).to.deep.equal([a, b, 'short', 'short']);
+    // c takes the memo past 4,096 characters: the least recently used (b, since a was used after it) goes.
+    count(c);
+    count(a);
+    count(b);
+    expect(seen.slice(4)).to.deep.equal([c, b]);
   });
 
   it('with the tokenizer the estimate is over what OpenAI counts for a chat by at most 10%; bytes / 3 is under it on log text', async () => {

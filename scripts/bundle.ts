@@ -1,0 +1,41 @@
+// The last step of `npm run build`: what Harper loads, each as one file with the libraries it uses compiled in
+// (esbuild, from tsc's output). A deployed component is then a few dozen files instead of 16,000, which is what
+// deploy_component's time goes on (it copies the unpacked tarball file by file, twice). See DESIGN.md, "One file per
+// component". Left outside: `harperdb` (Harper links its own in), gpt-tokenizer (one module per model, loaded by id
+// at run time, so shipped as a package) and @harperfast/skills (read as files).
+import { build, type BuildOptions } from 'esbuild';
+import path from 'node:path';
+import { REPO } from './harper.js';
+
+const BACKENDS = ['openai', 'anthropic', 'bedrock', 'ollama'] as const;
+
+const common: BuildOptions = {
+  bundle: true,
+  platform: 'node',
+  format: 'esm',
+  target: 'node20',
+  external: ['harperdb', 'gpt-tokenizer', '@harperfast/skills'],
+  // CommonJS libraries (ajv, the AWS SDK) call require() for Node's own modules: give the ES module one.
+  banner: { js: "import { createRequire as __bundleCreateRequire } from 'node:module';\nconst require = __bundleCreateRequire(import.meta.url);" },
+  logLevel: 'warning',
+  // The model-id lookup in agent/tokenCount.ts is meant to stay a run-time import.
+  logOverride: { 'unsupported-dynamic-import': 'silent' },
+  absWorkingDir: REPO,
+};
+
+async function bundle(): Promise<void> {
+  await Promise.all([
+    // The agent: its jsResource, the grep worker it starts beside itself (new URL('./grepWorker.js', import.meta.url))
+    // and the CLI (the package's bin).
+    build({
+      ...common,
+      entryPoints: { boot: 'dist/agent/boot.js', grepWorker: 'dist/agent/tools/grepWorker.js', cli: 'dist/cli/main.js' },
+      outdir: path.join(REPO, 'dist/component'),
+    }),
+    ...BACKENDS.map((p) =>
+      build({ ...common, entryPoints: [`components/${p}/dist/index.js`], outfile: path.join(REPO, `components/${p}/dist/component.js`) }),
+    ),
+  ]);
+}
+
+await bundle();

@@ -1,0 +1,114 @@
+// `npm test`'s runner: every unit and integration test file, in a few mocha processes ("lanes") at once. Most of the
+// suite waits on Harper (booting, restarting threads, a deploy), so two cores serve more than two lanes. Each lane is
+// one ordinary mocha run of its files, with its own shared Harper (harness.ts); files are dealt to lanes longest first
+// by the seconds in integrationTests/durations.json (a scheduling hint: a wrong figure costs time, never a test).
+// Lines stream prefixed with their lane; the end prints every failure, the time per file and one total line.
+//
+//   node dist/scripts/test.js [--lanes N] [--record] [file filter ...]
+//   --record rewrites durations.json with this run's times.
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { REPO } from './harper.js';
+
+interface LaneSummary {
+  passes: number;
+  failures: number;
+  pending: number;
+  files: Record<string, number>;
+  failed: string[];
+}
+
+const DURATIONS = path.join(REPO, 'integrationTests', 'durations.json');
+const UNLISTED_SECONDS = 5;
+
+function testFiles(filters: string[]): string[] {
+  const files = ['unitTests', 'integrationTests'].flatMap((dir) =>
+    readdirSync(path.join(REPO, 'dist', dir))
+      .filter((f) => f.endsWith('.test.js'))
+      .map((f) => `dist/${dir}/${f}`),
+  );
+  return filters.length ? files.filter((f) => filters.some((x) => f.includes(x))) : files;
+}
+
+/** Longest first, each to the lane with the least expected time so far. */
+function dealToLanes(files: string[], seconds: Record<string, number>, lanes: number): string[][] {
+  const expected = (f: string) => seconds[f] ?? UNLISTED_SECONDS;
+  const dealt = Array.from({ length: lanes }, () => ({ files: [] as string[], total: 0 }));
+  for (const f of [...files].sort((a, b) => expected(b) - expected(a) || a.localeCompare(b))) {
+    const lane = dealt.reduce((min, l) => (l.total < min.total ? l : min));
+    lane.files.push(f);
+    lane.total += expected(f);
+  }
+  return dealt.filter((l) => l.files.length).map((l) => l.files);
+}
+
+function runLane(n: number, files: string[], summaryFile: string): Promise<number | null> {
+  const mocha = path.join(REPO, 'node_modules', 'mocha', 'bin', 'mocha.js');
+  const child = spawn(process.execPath, [mocha, '--config', '.mocharc.json', ...files], {
+    cwd: REPO,
+    env: { ...process.env, MOCHA_SUMMARY_FILE: summaryFile, FORCE_COLOR: '0' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const prefix = `${n} | `;
+  for (const stream of [child.stdout!, child.stderr!]) {
+    let rest = '';
+    stream.on('data', (d: Buffer) => {
+      const lines = (rest + d.toString('utf8')).split('\n');
+      rest = lines.pop()!;
+      for (const line of lines) process.stdout.write(prefix + line + '\n');
+    });
+    stream.on('end', () => rest && process.stdout.write(prefix + rest + '\n'));
+  }
+  return new Promise((resolve) => child.on('close', (code) => resolve(code)));
+}
+
+async function main() {
+  const args = process.argv.slice(2);
+  const flag = (name: string) => {
+    const i = args.indexOf(name);
+    if (i < 0) return undefined;
+    return args.splice(i, name === '--record' ? 1 : 2)[1] ?? 'yes';
+  };
+  const lanes = Number(flag('--lanes') ?? process.env.TEST_LANES ?? 3);
+  const record = flag('--record') !== undefined;
+  const seconds = JSON.parse(readFileSync(DURATIONS, 'utf8')) as Record<string, number>;
+  const dealt = dealToLanes(testFiles(args), seconds, lanes);
+  const work = mkdtempSync(path.join(os.tmpdir(), 'harper-agent-test-'));
+  const started = Date.now();
+  process.stdout.write(`${dealt.flat().length} test files in ${dealt.length} lanes\n`);
+  const codes = await Promise.all(dealt.map((files, i) => runLane(i + 1, files, path.join(work, `lane${i + 1}.json`))));
+
+  const total: LaneSummary = { passes: 0, failures: 0, pending: 0, files: {}, failed: [] };
+  const broken: string[] = [];
+  codes.forEach((code, i) => {
+    let s: LaneSummary;
+    try {
+      s = JSON.parse(readFileSync(path.join(work, `lane${i + 1}.json`), 'utf8'));
+    } catch {
+      broken.push(`lane ${i + 1} ended (exit ${code}) without a summary: its files ${dealt[i]!.join(', ')}`);
+      return;
+    }
+    total.passes += s.passes;
+    total.failures += s.failures;
+    total.pending += s.pending;
+    Object.assign(total.files, s.files);
+    total.failed.push(...s.failed);
+  });
+  rmSync(work, { recursive: true, force: true });
+
+  process.stdout.write('\ntime per file:\n');
+  for (const [file, ms] of Object.entries(total.files).sort((a, b) => b[1] - a[1])) process.stdout.write(`  ${(ms / 1000).toFixed(1).padStart(7)} s  ${file}\n`);
+  if (total.failed.length) process.stdout.write(`\nfailed:\n${total.failed.map((t) => `  ${t}\n`).join('')}`);
+  for (const b of broken) process.stdout.write(`\n${b}\n`);
+  if (record) {
+    const next = { ...seconds, ...Object.fromEntries(Object.entries(total.files).map(([f, ms]) => [f, Math.round(ms / 100) / 10])) };
+    writeFileSync(DURATIONS, JSON.stringify(Object.fromEntries(Object.entries(next).sort(([a], [b]) => a.localeCompare(b))), null, 2) + '\n');
+  }
+  const skipped = total.pending ? `, ${total.pending} skipped` : '';
+  process.stdout.write(`\ntests: ${total.passes} passed, ${total.failures} failed${skipped} (${dealt.length} lanes, ${((Date.now() - started) / 1000).toFixed(0)} s)\n`);
+  process.exitCode = total.failures || broken.length || codes.some((c) => c !== 0) ? 1 : 0;
+}
+
+await main();
