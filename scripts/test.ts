@@ -78,7 +78,10 @@ async function main() {
   const work = mkdtempSync(path.join(os.tmpdir(), 'harper-agent-test-'));
   const started = Date.now();
   process.stdout.write(`${dealt.flat().length} test files in ${dealt.length} lanes\n`);
-  const codes = await Promise.all(dealt.map((files, i) => runLane(i + 1, files, path.join(work, `lane${i + 1}.json`))));
+  const laneSeconds: number[] = [];
+  const codes = await Promise.all(
+    dealt.map((files, i) => runLane(i + 1, files, path.join(work, `lane${i + 1}.json`)).finally(() => (laneSeconds[i] = (Date.now() - started) / 1000))),
+  );
 
   const total: LaneSummary = { passes: 0, failures: 0, pending: 0, files: {}, failed: [] };
   const broken: string[] = [];
@@ -98,6 +101,8 @@ async function main() {
   });
   rmSync(work, { recursive: true, force: true });
 
+  process.stdout.write('\nlanes:\n');
+  dealt.forEach((files, i) => process.stdout.write(`  ${laneSeconds[i]!.toFixed(1).padStart(7)} s  lane ${i + 1}: ${files.map((f) => path.basename(f, '.test.js')).join(' ')}\n`));
   process.stdout.write('\ntime per file:\n');
   for (const [file, ms] of Object.entries(total.files).sort((a, b) => b[1] - a[1])) process.stdout.write(`  ${(ms / 1000).toFixed(1).padStart(7)} s  ${file}\n`);
   if (total.failed.length) process.stdout.write(`\nfailed:\n${total.failed.map((t) => `  ${t}\n`).join('')}`);
