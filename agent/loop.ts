@@ -23,6 +23,9 @@ import { dueTime, FollowupError, type FireOutcome, type Followup, type Followups
 
 export interface LoopDeps {
   store: SessionStore;
+  /** When this thread's agent loaded (default: when this module did): follow-ups wait for their backend until
+   * BACKEND_LOAD_GRACE_MS after it. */
+  loadedAt?: number;
   tools: ToolRegistry;
   scopes: Scopes;
   /** Harper's `databases` (absent in unit tests that need no data tools). */
@@ -388,7 +391,7 @@ interface ActiveRun {
 const active = new Map<string, ActiveRun>();
 
 /** When this module loaded: Harper loads the backends as sibling components after the agent (agent/boot.ts). */
-const LOADED_AT = Date.now();
+const MODULE_LOADED_AT = Date.now();
 /** How long after load a follow-up waits for its provider's backend to register before it fires anyway. */
 export const BACKEND_LOAD_GRACE_MS = 60_000;
 
@@ -466,7 +469,7 @@ export async function fireFollowup(deps: LoopDeps, f: Followup): Promise<FireOut
   // One due while Harper was down fires at boot, possibly before the backend it needs has loaded (seen under load:
   // the run failed with "not registered"): until the grace ends it waits, as for a busy session; then it fires and a
   // provider still missing ends the run with the error that says so.
-  if (!Models.get(config.provider) && Date.now() - LOADED_AT < BACKEND_LOAD_GRACE_MS) return 'busy';
+  if (!Models.get(config.provider) && Date.now() - (deps.loadedAt ?? MODULE_LOADED_AT) < BACKEND_LOAD_GRACE_MS) return 'busy';
   const runner = newRunner(deps.store.node);
   let outcome: FireOutcome = 'done';
   try {

@@ -6,11 +6,19 @@ import type { Browser, Page } from 'playwright-core';
 import { launchBrowser } from './browser.js';
 import { bootHarper, type TestHarper } from './harness.js';
 
-/** The grid Studio shows once a column named `column` is in it (Studio swaps tables in place): header texts, and
- * each row's cell texts. */
-async function grid(page: Page, column: string): Promise<{ header: string[]; rows: string[][] }> {
+/** The grid Studio shows once a column named `column` is in it and `rows` rows of full width are (Studio swaps tables
+ * in place and shows a one-cell row while it loads): header texts, and each row's cell texts. */
+async function grid(page: Page, column: string, rows: number): Promise<{ header: string[]; rows: string[][] }> {
   await page.locator('thead th', { hasText: new RegExp(`^${column}$`) }).first().waitFor({ timeout: 30_000 });
-  await page.locator('tbody tr').first().waitFor({ timeout: 30_000 });
+  await page.waitForFunction(
+    (n) => {
+      const width = document.querySelectorAll('thead th').length;
+      const trs = [...document.querySelectorAll('tbody tr')];
+      return trs.length === n && trs.every((tr) => tr.querySelectorAll('td').length === width);
+    },
+    rows,
+    { timeout: 30_000 },
+  );
   return page.evaluate(() => ({
     header: [...document.querySelectorAll('thead th')].map((th) => th.textContent!.trim()),
     rows: [...document.querySelectorAll('tbody tr')].map((tr) => [...tr.querySelectorAll('td')].map((td) => td.textContent!.trim())),
@@ -48,7 +56,7 @@ describe("the agent's tables in Harper's Studio", function () {
   it('AgentSession opens on session_id, title, status, messageCount, bytes, lastError and the times, times as dates', async () => {
     const session = (await h.op({ operation: 'get_agent_session', session_id: sessionId })).body;
     await page.goto(`${h.harper.opsUrl}#/databases/agent/AgentSession`);
-    const { header, rows } = await grid(page, 'title');
+    const { header, rows } = await grid(page, 'title', 1);
     expect(header.slice(0, 8)).to.deep.equal(['session_id', 'title', 'status', 'messageCount', 'bytes', 'lastError', 'updatedAt', 'createdAt']);
     expect(rows).to.have.length(1);
     const cells = Object.fromEntries(header.map((name, i) => [name, rows[0]![i]]));
@@ -66,7 +74,7 @@ describe("the agent's tables in Harper's Studio", function () {
   it('AgentMessage shows each message as its own row: session, sequence, time, role and text', async () => {
     const session = (await h.op({ operation: 'get_agent_session', session_id: sessionId })).body;
     await page.goto(`${h.harper.opsUrl}#/databases/agent/AgentMessage`);
-    const { header, rows } = await grid(page, 'seq');
+    const { header, rows } = await grid(page, 'seq', session.messages.length);
     expect(header.slice(0, 7)).to.deep.equal(['id', 'session_id', 'seq', 'at', 'role', 'name', 'content']);
     const cells = rows.map((r) => Object.fromEntries(header.map((name, i) => [name, r[i]])));
     expect(cells.map((c) => c.seq).sort()).to.deep.equal(session.messages.map((_: unknown, i: number) => String(i)).sort());

@@ -46,9 +46,11 @@ function dealToLanes(files: string[], seconds: Record<string, number>, lanes: nu
 
 function runLane(n: number, files: string[], summaryFile: string): Promise<number | null> {
   const mocha = path.join(REPO, 'node_modules', 'mocha', 'bin', 'mocha.js');
-  const child = spawn(process.execPath, [mocha, '--config', '.mocharc.json', ...files], {
+  // Colors only for a terminal: a lane's output is a pipe, so mocha would decide for itself wrongly either way.
+  const color = process.stdout.isTTY ? '--color' : '--no-color';
+  const child = spawn(process.execPath, [mocha, '--config', '.mocharc.json', color, ...files], {
     cwd: REPO,
-    env: { ...process.env, MOCHA_SUMMARY_FILE: summaryFile, FORCE_COLOR: '0' },
+    env: { ...process.env, MOCHA_SUMMARY_FILE: summaryFile },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const prefix = `${n} | `;

@@ -2,7 +2,7 @@
 // session is busy, once across two threads racing on one follow-up.
 import { expect } from 'chai';
 import { dueTime, FollowupError, Followups, type FollowupTable } from '../agent/followups.js';
-import { activeRun, fireFollowup } from '../agent/loop.js';
+import { activeRun, BACKEND_LOAD_GRACE_MS, fireFollowup } from '../agent/loop.js';
 import { createOperations, HttpError } from '../agent/operations.js';
 import { defaultConfig } from '../agent/agent.js';
 import { Models } from '../resources/models/models.js';
@@ -134,6 +134,7 @@ describe('follow-ups: firing', () => {
     const f = await followups.schedule(s.session_id, null, 'after boot', Date.now() + 60_000, limits);
     followups.disarm(f.followup_id);
     Models.unregister('scripted');
+    h.deps.loadedAt = Date.now();
     expect(await fireFollowup(h.deps, f)).to.equal('busy');
     expect((await followups.get(f.followup_id))!.status).to.equal('pending');
     expect((await h.store.get(s.session_id))!.messages).to.have.length(2);
@@ -142,6 +143,25 @@ describe('follow-ups: firing', () => {
     await activeRun(s.session_id)?.done;
     const after = (await h.store.get(s.session_id))!;
     expect([after.status, after.messages.at(-1)!.content]).to.deep.equal(['completed', 'after the backend came']);
+  });
+
+  it('past the grace after load, a follow-up whose backend never registered fires and the run says which provider is missing', async () => {
+    const h = harness([text('a')]);
+    const { followups, ops } = withFollowups(h);
+    const s = await prompt(ops, h, 'hi');
+    const f = await followups.schedule(s.session_id, null, 'much later', Date.now() + 60_000, limits);
+    followups.disarm(f.followup_id);
+    Models.unregister('scripted');
+    h.deps.loadedAt = Date.now() - BACKEND_LOAD_GRACE_MS - 1;
+    try {
+      expect(await fireFollowup(h.deps, f)).to.equal('fired');
+      await activeRun(s.session_id)?.done;
+      const after = (await h.store.get(s.session_id))!;
+      expect(after.status).to.equal('error');
+      expect(after.lastError).to.match(/^agent\.provider "scripted" is not registered \(available: [^)]*\)\. Set agent\.provider to one of them\.$/);
+    } finally {
+      Models.register({ provider: 'scripted', defaultModel: 'scripted-1', create: () => h.backend });
+    }
   });
 
   it('a follow-up due while its session runs waits, then fires; cancel_agent_run cancels the pending ones', async () => {
