@@ -8,6 +8,7 @@
 //   --record rewrites durations.json with this run's times.
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
 import { REPO } from './harper.js';
@@ -16,9 +17,14 @@ interface LaneSummary {
   passes: number;
   failures: number;
   pending: number;
+  /** Wall and CPU milliseconds per file (the CPU of the lane's whole process tree, Harpers included). */
   files: Record<string, number>;
+  cpu: Record<string, number>;
   failed: string[];
 }
+
+/** The reporter's line format, so a lane's file times and the runner's read alike. */
+const { timeLine } = createRequire(import.meta.url)(path.join(REPO, 'scripts', 'mocha-reporter.cjs')) as { timeLine(ms: number, cpuMs?: number): string };
 
 const DURATIONS = path.join(REPO, 'integrationTests', 'durations.json');
 const UNLISTED_SECONDS = 5;
@@ -85,7 +91,7 @@ async function main() {
     dealt.map((files, i) => runLane(i + 1, files, path.join(work, `lane${i + 1}.json`)).finally(() => (laneSeconds[i] = (Date.now() - started) / 1000))),
   );
 
-  const total: LaneSummary = { passes: 0, failures: 0, pending: 0, files: {}, failed: [] };
+  const total: LaneSummary = { passes: 0, failures: 0, pending: 0, files: {}, cpu: {}, failed: [] };
   const broken: string[] = [];
   codes.forEach((code, i) => {
     let s: LaneSummary;
@@ -99,14 +105,16 @@ async function main() {
     total.failures += s.failures;
     total.pending += s.pending;
     Object.assign(total.files, s.files);
+    Object.assign(total.cpu, s.cpu);
     total.failed.push(...s.failed);
   });
   rmSync(work, { recursive: true, force: true });
 
   process.stdout.write('\nlanes:\n');
   dealt.forEach((files, i) => process.stdout.write(`  ${laneSeconds[i]!.toFixed(1).padStart(7)} s  lane ${i + 1}: ${files.map((f) => path.basename(f, '.test.js')).join(' ')}\n`));
-  process.stdout.write('\ntime per file:\n');
-  for (const [file, ms] of Object.entries(total.files).sort((a, b) => b[1] - a[1])) process.stdout.write(`  ${(ms / 1000).toFixed(1).padStart(7)} s  ${file}\n`);
+  process.stdout.write('\ntime per file (wall, CPU):\n');
+  for (const [file, ms] of Object.entries(total.files).sort((a, b) => b[1] - a[1])) process.stdout.write(`${timeLine(ms, total.cpu[file])}  ${file}\n`);
+  const cpuTotal = Object.values(total.cpu).reduce((a, b) => a + b, 0);
   if (total.failed.length) process.stdout.write(`\nfailed:\n${total.failed.map((t) => `  ${t}\n`).join('')}`);
   for (const b of broken) process.stdout.write(`\n${b}\n`);
   if (record) {
@@ -114,7 +122,8 @@ async function main() {
     writeFileSync(DURATIONS, JSON.stringify(Object.fromEntries(Object.entries(next).sort(([a], [b]) => a.localeCompare(b))), null, 2) + '\n');
   }
   const skipped = total.pending ? `, ${total.pending} skipped` : '';
-  process.stdout.write(`\ntests: ${total.passes} passed, ${total.failures} failed${skipped} (${dealt.length} lanes, ${((Date.now() - started) / 1000).toFixed(0)} s)\n`);
+  const cpuNote = cpuTotal ? `, ${(cpuTotal / 1000).toFixed(0)} s of CPU` : '';
+  process.stdout.write(`\ntests: ${total.passes} passed, ${total.failures} failed${skipped} (${dealt.length} lanes, ${((Date.now() - started) / 1000).toFixed(0)} s${cpuNote})\n`);
   process.exitCode = total.failures || broken.length || codes.some((c) => c !== 0) ? 1 : 0;
 }
 
