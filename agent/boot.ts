@@ -10,7 +10,7 @@ import { adminListener } from './adminPage.js';
 import { mcpListener } from './mcp.js';
 import { loadAgentConfig } from './agent.js';
 import { ConfigStore, type SettingTable } from './configStore.js';
-import { Cluster, harperNodeName, operationsUrl, type NodeTable } from './cluster.js';
+import { ANNOUNCE_INTERVAL_MS, Cluster, harperNodeName, operationsUrl, type NodeTable } from './cluster.js';
 import { ContextLimits, type LimitTable } from './contextBudget.js';
 import { ModelCallLog, type CallTable } from './modelCalls.js';
 import { operationsListener } from './http.js';
@@ -63,7 +63,12 @@ const port = network.port ?? undefined;
 const securePort = port ? undefined : network.securePort;
 const node = harperNodeName(harper);
 const cluster = new Cluster(node, operationsUrl(node, { port, securePort }), () => databases.agent?.AgentNode as unknown as NodeTable | undefined);
-cluster.announce(PACKAGE.version).catch((error) => warn(`harper-agent: could not record this node in agent.AgentNode: ${error}`));
+const announce = () => cluster.announce(PACKAGE.version).catch((error) => warn(`harper-agent: could not record this node in agent.AgentNode: ${error}`));
+void announce();
+// Again every 30 s, from one thread: a node joined to a cluster after its boot, or whose row missed the first sync
+// (seen once on a loaded machine: 60 s after add_node one node still lacked the other's row), is known to the others
+// within that, and the row's updatedAt says the node's agent is alive.
+if (workerIndex() === 0) setInterval(announce, ANNOUNCE_INTERVAL_MS).unref();
 const sessionTable = () => databases.agent!.AgentSession;
 const store = new SessionStore({
   sessions: () => sessionTable() as unknown as SessionTable,

@@ -34,6 +34,9 @@ export function operationsUrl(node: string, network: { port?: number; securePort
   return network.port ? `http://${host}:${network.port}/` : `https://${host}:${network.securePort}/`;
 }
 
+/** How often a node records itself in agent.AgentNode again (agent/boot.ts). */
+export const ANNOUNCE_INTERVAL_MS = 30_000;
+
 export class Cluster {
   constructor(readonly node: string, private readonly url: string, private readonly table: () => NodeTable | undefined) {}
 
