@@ -92,11 +92,17 @@ async function join(nodes: ClusterNode[]): Promise<void> {
     if (added.status !== 200) throw new Error(`add_node ${other.name}: ${added.status} ${JSON.stringify(added.body)}`);
   }
   for (const node of nodes) {
-    await eventually(async () => {
-      const r = await node.h.op({ operation: 'search_by_value', database: 'agent', table: 'AgentNode', search_attribute: 'name', search_value: '*', get_attributes: ['name'] });
-      const names = (r.body as { name: string }[]).map((x) => x.name).sort();
-      if (names.join() !== nodes.map((n) => n.name).join()) throw new Error(`${node.name} holds AgentNode rows ${names.join(', ')}`);
-    }, 60_000, 250);
+    try {
+      await eventually(async () => {
+        const r = await node.h.op({ operation: 'search_by_value', database: 'agent', table: 'AgentNode', search_attribute: 'name', search_value: '*', get_attributes: ['name'] });
+        const names = (r.body as { name: string }[]).map((x) => x.name).sort();
+        if (names.join() !== nodes.map((n) => n.name).join()) throw new Error(`${node.name} holds AgentNode rows ${names.join(', ')}`);
+      }, 60_000, 250);
+    } catch (error) {
+      // What each node says of its connections: the one thing that tells a slow sync from a link that never came up.
+      const status = await Promise.all(nodes.map(async (n) => `${n.name}: ${JSON.stringify((await n.h.op({ operation: 'cluster_status' })).body)}`));
+      throw new Error(`${(error as Error).message}\ncluster_status:\n${status.join('\n')}`);
+    }
   }
 }
 

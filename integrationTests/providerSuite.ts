@@ -24,8 +24,13 @@ export function providerSuite(prepare?: (h: TestHarper) => void): ProviderSuite 
     prepare?.(suite.h);
   });
   after(async () => {
-    await useLocal(suite.h);
-    await suite.server.close();
+    // The server is closed even when Harper no longer answers: a listening server left open keeps mocha (and its
+    // lane of npm test) from ever exiting.
+    try {
+      if (suite.h) await useLocal(suite.h);
+    } finally {
+      await suite.server.close();
+    }
   });
   return suite;
 }

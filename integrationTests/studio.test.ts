@@ -49,8 +49,11 @@ describe("the agent's tables in Harper's Studio", function () {
     await page.getByRole('link', { name: 'Databases' }).first().waitFor({ timeout: 30_000 });
   });
   after(async () => {
-    await browser?.close();
-    await h?.stop();
+    try {
+      await browser?.close();
+    } finally {
+      await h?.stop();
+    }
   });
 
   it('AgentSession opens on session_id, title, status, messageCount, bytes, lastError and the times, times as dates', async () => {
