@@ -7,7 +7,7 @@
 //   node dist/scripts/test.js [--lanes N] [--record] [file filter ...]
 //   --record rewrites durations.json with this run's times.
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
@@ -28,6 +28,8 @@ const { timeLine } = createRequire(import.meta.url)(path.join(REPO, 'scripts', '
 
 const DURATIONS = path.join(REPO, 'integrationTests', 'durations.json');
 const UNLISTED_SECONDS = 5;
+/** How long a lane may run on after its reporter wrote the summary (every hook done) before it counts as hung. */
+const EXIT_GRACE_MS = 30_000;
 
 function testFiles(filters: string[]): string[] {
   const files = ['unitTests', 'integrationTests'].flatMap((dir) =>
@@ -69,8 +71,21 @@ function runLane(n: number, files: string[], summaryFile: string): Promise<numbe
     });
     stream.on('end', () => rest && process.stdout.write(prefix + rest + '\n'));
   }
-  return new Promise((resolve) => child.on('close', (code) => resolve(code)));
+  // A lane whose tests are all done but whose process stays (a server or socket a failed teardown left open) would
+  // hold npm test until CI's limit: it is killed and reported instead.
+  let summarizedAt = 0;
+  const watch = setInterval(() => {
+    if (!summarizedAt && existsSync(summaryFile)) summarizedAt = Date.now();
+    if (summarizedAt && Date.now() - summarizedAt > EXIT_GRACE_MS) {
+      hung.add(n);
+      child.kill('SIGKILL');
+    }
+  }, 1000);
+  return new Promise((resolve) => child.on('close', (code) => (clearInterval(watch), resolve(code))));
 }
+
+/** Lanes killed for not exiting after their last test. */
+const hung = new Set<number>();
 
 async function main() {
   const args = process.argv.slice(2);
@@ -94,6 +109,7 @@ async function main() {
   const total: LaneSummary = { passes: 0, failures: 0, pending: 0, files: {}, cpu: {}, failed: [] };
   const broken: string[] = [];
   codes.forEach((code, i) => {
+    if (hung.has(i + 1)) broken.push(`lane ${i + 1} did not exit ${EXIT_GRACE_MS / 1000} s after its last test (something its files opened was left open): killed; its files ${dealt[i]!.join(', ')}`);
     let s: LaneSummary;
     try {
       s = JSON.parse(readFileSync(path.join(work, `lane${i + 1}.json`), 'utf8'));
