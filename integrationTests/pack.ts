@@ -1,6 +1,6 @@
 // The root `npm pack` tarball, made once per test run and shared by the tests that deploy it.
 import { execFile } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -15,6 +15,8 @@ let packed: Promise<string> | undefined;
 export function packedTarball(): Promise<string> {
   packed ??= (async () => {
     const dest = mkdtempSync(path.join(os.tmpdir(), 'harper-agent-pack-'));
+    // 10 MB a test process: gone when the process ends, not left in the temp dir run after run.
+    process.once('exit', () => rmSync(dest, { recursive: true, force: true }));
     const { stdout } = await run('npm', ['pack', '--ignore-scripts', '--pack-destination', dest, '--json'], { cwd: REPO, maxBuffer: 256 * 1024 * 1024 });
     const [file] = JSON.parse(stdout) as { filename: string }[];
     return path.join(dest, file!.filename);
