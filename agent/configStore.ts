@@ -33,7 +33,8 @@ export class ConfigChangeError extends Error {
 export class ConfigStore {
   private changes: Record<string, unknown> = {};
   private config: AgentConfig;
-  /** Serializes reloads, so an older read never lands after a newer one. */
+  /** Serializes reloads and changes: an older read never lands after a newer one, nor after a change this thread made
+   * (a read taken between a change's writes once put an operator's setting back for the next request). */
   private reloading: Promise<void> = Promise.resolve();
 
   constructor(
@@ -83,19 +84,30 @@ export class ConfigStore {
     if (!checked.ok) throw new ConfigChangeError(checked.problems);
     const table = this.table();
     if (!table) throw new Error('the agent.AgentSetting table is not available');
+    // Queued behind any reload in flight and ahead of those its own writes' events start: the change is the last word
+    // on this thread.
+    const done = this.reloading.catch(() => undefined).then(() => this.write(table, checked.change, user));
+    this.reloading = done.then(
+      () => undefined,
+      () => undefined // the caller has the error; the chain goes on
+    );
+    return done;
+  }
+
+  private async write(table: SettingTable, change: Record<string, unknown>, user: string | null): Promise<ConfigChangeResult> {
     const updatedAt = new Date();
-    for (const [key, value] of Object.entries(checked.change)) {
+    for (const [key, value] of Object.entries(change)) {
       if (value === null) await table.delete(key);
       else await table.put(key, { key, value, updatedAt, updatedBy: user });
     }
     const next = { ...this.changes };
-    for (const [key, value] of Object.entries(checked.change)) {
+    for (const [key, value] of Object.entries(change)) {
       if (value === null) delete next[key];
       else next[key] = value;
     }
     this.use(next);
     const persisted: Record<string, unknown> = {};
-    for (const [key, value] of Object.entries(checked.change)) persisted[key] = key === 'apiKey' && value !== null ? '(set)' : value;
+    for (const [key, value] of Object.entries(change)) persisted[key] = key === 'apiKey' && value !== null ? '(set)' : value;
     return { config: this.config, persisted };
   }
 

@@ -151,6 +151,30 @@ describe('agent config', () => {
       expect(b.current().maxTurns).to.equal(77);
     });
 
+    it('a reload whose read was taken before a change does not put the old value back after it', async () => {
+      const table = new MemorySettings();
+      table.rows.set('maxTurns', { key: 'maxTurns', value: 77 });
+      const search = table.search.bind(table);
+      let release!: () => void;
+      const gate = new Promise<void>((r) => (release = r));
+      let held = true;
+      // The first read takes its rows now and answers once released, as a read racing a write does on Harper.
+      table.search = async function* () {
+        const rows: SettingRow[] = [];
+        for await (const row of search()) rows.push(row);
+        if (held) (held = false), await gate;
+        yield* rows;
+      };
+      const a = new ConfigStore(base(), () => table, () => undefined);
+      const inFlight = a.reload();
+      await new Promise((r) => setImmediate(r));
+      const changed = a.set({ maxTurns: 5 }, null);
+      release();
+      await Promise.all([inFlight, changed]);
+      expect(a.current().maxTurns).to.equal(5);
+      expect((await changed).config.maxTurns).to.equal(5);
+    });
+
     it('a failed read does not stop later reloads', async () => {
       const table = new MemorySettings();
       table.rows.set('maxTurns', { key: 'maxTurns', value: 77 });
