@@ -81,7 +81,9 @@ describe('a two-node Harper cluster', function () {
     const id = started.body.session_id as string;
     expect(started.body.node).to.equal(a.name);
     try {
-      // Live from B: B's event stream for A's session shows the transcript growing while A runs it.
+      // Live from B: B's event stream for A's session shows the transcript growing while A runs it (once the session's
+      // row has reached B: under load it took longer than the prompt's answer, and B answered 404).
+      await eventually(() => session(b, id));
       const client = new AgentClient({ url: b.h.harper.opsUrl, ...b.h.harper.admin });
       const stop = new AbortController();
       const seen: number[] = [];
@@ -118,6 +120,8 @@ describe('a two-node Harper cluster', function () {
       await eventually(async () => expect(await session(b, id)).to.deep.include({ status: 'completed', messageCount: done.messageCount, bytes: done.bytes }));
     } finally {
       release();
+      // A run left going by a failure here would answer the next test's provider requests.
+      await a.h.op({ operation: 'cancel_agent_run', session_id: id });
     }
   });
 
@@ -237,6 +241,7 @@ describe('a two-node Harper cluster', function () {
     expect(started.status).to.equal(200);
     const id = started.body.session_id as string;
     await eventually(async () => expect(server.held).to.equal('Replication '), 10_000);
+    await eventually(() => session(b, id)); // the row has reached B (else B answers 404)
     const client = new AgentClient({ url: b.h.harper.opsUrl, ...b.h.harper.admin });
     const stop = new AbortController();
     const shown: string[] = [];
