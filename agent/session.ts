@@ -300,11 +300,13 @@ export class SessionStore {
 
   /** The session's row only: what lists, guards and the live views' headers need. */
   async header(id: string): Promise<SessionHeader | undefined> {
+    this.readFresh();
     return toHeader(await this.tables.sessions().get(id));
   }
 
   /** The session with its transcript, in order. */
   async get(id: string): Promise<Session | undefined> {
+    this.readFresh();
     const row = (await this.tables.sessions().get(id)) as Record<string, unknown> | undefined;
     const header = toHeader(row);
     if (!header) return undefined;
@@ -329,6 +331,7 @@ export class SessionStore {
 
   /** Sessions newest first (ties by id), those `keep` accepts, at most `limit`. */
   async list(limit: number, keep: (s: SessionHeader) => boolean = () => true): Promise<SessionHeader[]> {
+    this.readFresh();
     const all: SessionHeader[] = [];
     for await (const record of this.tables.sessions().search({ conditions: [] })) {
       const s = toHeader(record);
@@ -564,6 +567,13 @@ export class SessionStore {
       if (this.locks.get(id) === tail) this.locks.delete(id);
     });
     return run;
+  }
+
+  /** Drops this thread's read snapshot, so a read sees every change committed before it. lmdb-js keeps one snapshot
+   * per thread until the thread's next timer turn, which a busy thread reaches late: under load a prompt that another
+   * thread had accepted (200) was missing from the next get_agent_session. */
+  private readFresh(): void {
+    this.tables.threadLock?.()?.refresh?.();
   }
 
   /** Runs `task` holding the session's lock across worker threads (after this thread's own turn came). */

@@ -103,6 +103,32 @@ describe('SessionStore', () => {
     expect([...messages.rows.keys()]).to.have.length(1);
   });
 
+  it("a read sees a change another thread made before it, whatever this thread's snapshot: get, header and list drop it first", async () => {
+    const { table, messages } = memoryStore(0);
+    const shared = sharedLock();
+    const thread = () => {
+      let snapshot = new Map(table.rows);
+      const view = Object.create(table, {
+        get: { value: async (id: string) => (snapshot.has(id) ? JSON.parse(snapshot.get(id)!) : undefined) },
+        search: { value: async function* () { yield* [...snapshot.values()].map((r) => JSON.parse(r)); } },
+        put: { value: async (id: string, record: Record<string, unknown>) => { await table.put(id, record); snapshot.set(id, table.rows.get(id)!); } },
+      });
+      const lock: ThreadLock = { tryLock: (k, r) => shared.tryLock(k, r), unlock: (k) => shared.unlock(k), refresh: () => void (snapshot = new Map(table.rows)) };
+      return new SessionStore({ sessions: () => view, messages: () => messages, threadLock: () => lock });
+    };
+    const writer = thread();
+    const s = await writer.create({ user: 'u', provider: 'local', model: null });
+    const reader = thread();
+    expect((await reader.header(s.session_id))!.status).to.equal('idle');
+    await writer.mutate(s.session_id, (row) => {
+      row.status = 'running';
+      return [{ role: 'user', content: 'accepted on the writer' }];
+    });
+    expect((await reader.header(s.session_id))!.status).to.equal('running');
+    expect((await reader.get(s.session_id))!.messages.map((m) => m.content)).to.deep.equal(['accepted on the writer']);
+    expect((await reader.list(10)).map((h) => [h.session_id, h.status, h.messageCount])).to.deep.equal([[s.session_id, 'running', 1]]);
+  });
+
   it('a lock held by a thread that never gives it back is waited for, then gone past', async () => {
     const lock = sharedLock();
     lock.tryLock('k', () => undefined);
