@@ -93,17 +93,47 @@ async function join(nodes: ClusterNode[]): Promise<void> {
   }
   for (const node of nodes) {
     try {
-      await eventually(async () => {
-        const r = await node.h.op({ operation: 'search_by_value', database: 'agent', table: 'AgentNode', search_attribute: 'name', search_value: '*', get_attributes: ['name'] });
-        const names = (r.body as { name: string }[]).map((x) => x.name).sort();
-        if (names.join() !== nodes.map((n) => n.name).join()) throw new Error(`${node.name} holds AgentNode rows ${names.join(', ')}`);
-      }, 60_000, 250);
+      await holdsEveryRow(node, nodes, 30_000);
     } catch (error) {
-      // What each node says of its connections: the one thing that tells a slow sync from a link that never came up.
-      const status = await Promise.all(nodes.map(async (n) => `${n.name}: ${JSON.stringify((await n.h.op({ operation: 'cluster_status' })).body)}`));
-      throw new Error(`${(error as Error).message}\ncluster_status:\n${status.join('\n')}`);
+      // Harper 4.7.29 now and then leaves one database's socket unconnected after add_node (seen once in about ten
+      // joins under load: this node's `agent` socket to the other `connected: false`, nothing received, while the other
+      // received from it). A restart connects the node again from the routes it stored; anything else is reported.
+      const status = await clusterStatus(nodes);
+      if (!agentSocketDown(status.get(node.name))) throw withStatus(error, status);
+      console.log(`      ${node.name}: its agent database socket did not connect after add_node; restarting it`);
+      await node.h.stop('SIGTERM', true);
+      const since = Date.now();
+      node.h = await node.h.restart();
+      await node.h.waitForAgent(since, THREADS);
+      await holdsEveryRow(node, nodes, 60_000).catch(async (again) => {
+        throw withStatus(again, await clusterStatus(nodes));
+      });
     }
   }
+}
+
+/** Waits until `node` holds every node's AgentNode row. */
+function holdsEveryRow(node: ClusterNode, nodes: ClusterNode[], timeoutMs: number): Promise<void> {
+  return eventually(async () => {
+    const r = await node.h.op({ operation: 'search_by_value', database: 'agent', table: 'AgentNode', search_attribute: 'name', search_value: '*', get_attributes: ['name'] });
+    const names = (r.body as { name: string }[]).map((x) => x.name).sort();
+    if (names.join() !== nodes.map((n) => n.name).join()) throw new Error(`${node.name} holds AgentNode rows ${names.join(', ')}`);
+  }, timeoutMs, 250);
+}
+
+type ClusterStatus = { connections?: { database_sockets?: { database: string; connected: boolean }[] }[] };
+
+/** What each node says of its connections: the one thing that tells a slow sync from a link that never came up. */
+async function clusterStatus(nodes: ClusterNode[]): Promise<Map<string, ClusterStatus>> {
+  return new Map(await Promise.all(nodes.map(async (n) => [n.name, (await n.h.op({ operation: 'cluster_status' })).body as ClusterStatus] as const)));
+}
+
+function agentSocketDown(status: ClusterStatus | undefined): boolean {
+  return !!status?.connections?.some((c) => c.database_sockets?.some((d) => d.database === 'agent' && d.connected === false));
+}
+
+function withStatus(error: unknown, status: Map<string, ClusterStatus>): Error {
+  return new Error(`${(error as Error).message}\ncluster_status:\n${[...status].map(([name, s]) => `${name}: ${JSON.stringify(s)}`).join('\n')}`);
 }
 
 export async function stopCluster(nodes: ClusterNode[] | undefined): Promise<void> {
