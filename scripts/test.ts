@@ -52,7 +52,7 @@ function dealToLanes(files: string[], seconds: Record<string, number>, lanes: nu
   return dealt.filter((l) => l.files.length).map((l) => l.files);
 }
 
-function runLane(n: number, files: string[], summaryFile: string): Promise<number | null> {
+function runLane(n: number, files: string[], summaryFile: string): Promise<{ code: number | null; hung: boolean }> {
   const mocha = path.join(REPO, 'node_modules', 'mocha', 'bin', 'mocha.js');
   // Colors only for a terminal: a lane's output is a pipe, so mocha would decide for itself wrongly either way.
   const color = process.stdout.isTTY ? '--color' : '--no-color';
@@ -74,18 +74,16 @@ function runLane(n: number, files: string[], summaryFile: string): Promise<numbe
   // A lane whose tests are all done but whose process stays (a server or socket a failed teardown left open) would
   // hold npm test until CI's limit: it is killed and reported instead.
   let summarizedAt = 0;
+  let hung = false;
   const watch = setInterval(() => {
     if (!summarizedAt && existsSync(summaryFile)) summarizedAt = Date.now();
     if (summarizedAt && Date.now() - summarizedAt > EXIT_GRACE_MS) {
-      hung.add(n);
+      hung = true;
       child.kill('SIGKILL');
     }
   }, 1000);
-  return new Promise((resolve) => child.on('close', (code) => (clearInterval(watch), resolve(code))));
+  return new Promise((resolve) => child.on('close', (code) => (clearInterval(watch), resolve({ code, hung }))));
 }
-
-/** Lanes killed for not exiting after their last test. */
-const hung = new Set<number>();
 
 async function main() {
   const args = process.argv.slice(2);
@@ -102,14 +100,14 @@ async function main() {
   const started = Date.now();
   process.stdout.write(`${dealt.flat().length} test files in ${dealt.length} lanes\n`);
   const laneSeconds: number[] = [];
-  const codes = await Promise.all(
+  const ends = await Promise.all(
     dealt.map((files, i) => runLane(i + 1, files, path.join(work, `lane${i + 1}.json`)).finally(() => (laneSeconds[i] = (Date.now() - started) / 1000))),
   );
 
   const total: LaneSummary = { passes: 0, failures: 0, pending: 0, files: {}, cpu: {}, failed: [] };
   const broken: string[] = [];
-  codes.forEach((code, i) => {
-    if (hung.has(i + 1)) broken.push(`lane ${i + 1} did not exit ${EXIT_GRACE_MS / 1000} s after its last test (something its files opened was left open): killed; its files ${dealt[i]!.join(', ')}`);
+  ends.forEach(({ code, hung }, i) => {
+    if (hung) broken.push(`lane ${i + 1} did not exit ${EXIT_GRACE_MS / 1000} s after its last test (something its files opened was left open): killed; its files ${dealt[i]!.join(', ')}`);
     let s: LaneSummary;
     try {
       s = JSON.parse(readFileSync(path.join(work, `lane${i + 1}.json`), 'utf8'));
@@ -140,7 +138,7 @@ async function main() {
   const skipped = total.pending ? `, ${total.pending} skipped` : '';
   const cpuNote = cpuTotal ? `, ${(cpuTotal / 1000).toFixed(0)} s of CPU` : '';
   process.stdout.write(`\ntests: ${total.passes} passed, ${total.failures} failed${skipped} (${dealt.length} lanes, ${((Date.now() - started) / 1000).toFixed(0)} s${cpuNote})\n`);
-  process.exitCode = total.failures || broken.length || codes.some((c) => c !== 0) ? 1 : 0;
+  process.exitCode = total.failures || broken.length || ends.some((e) => e.code !== 0) ? 1 : 0;
 }
 
 await main();

@@ -73,20 +73,26 @@ describe('SessionStore', () => {
     expect(lock.taken).to.equal(5); // create, then the four changes, one at a time
   });
 
-  it('each thread reads through its own snapshot: the lock refreshes it, so the thread that takes the lock next sees the change before it (and refuses the second prompt)', async () => {
-    const { table, messages } = memoryStore(0);
+  /** Threads over one store's tables, each reading through its own snapshot taken at its last refresh (lmdb-js's read
+   * transaction, kept until the thread's next timer turn); its own writes go through. */
+  const snapshotThreads = ({ table, messages }: ReturnType<typeof memoryStore>) => {
     const shared = sharedLock();
-    // A thread's view of the table: reads come from a snapshot taken at its last refresh (lmdb-js's read transaction,
-    // kept until the thread's next macrotask); its own writes go through.
-    const thread = () => {
+    return () => {
       let snapshot = new Map(table.rows);
       const view = Object.create(table, {
         get: { value: async (id: string) => (snapshot.has(id) ? JSON.parse(snapshot.get(id)!) : undefined) },
+        search: { value: async function* () { yield* [...snapshot.values()].map((r) => JSON.parse(r)); } },
         put: { value: async (id: string, record: Record<string, unknown>) => { await table.put(id, record); snapshot.set(id, table.rows.get(id)!); } },
       });
       const lock: ThreadLock & { refreshed: number } = { refreshed: 0, tryLock: (k, r) => shared.tryLock(k, r), unlock: (k) => shared.unlock(k), refresh: () => { lock.refreshed++; snapshot = new Map(table.rows); } };
       return { store: new SessionStore({ sessions: () => view, messages: () => messages, threadLock: () => lock }), lock };
     };
+  };
+
+  it('each thread reads through its own snapshot: the lock refreshes it, so the thread that takes the lock next sees the change before it (and refuses the second prompt)', async () => {
+    const tables = memoryStore(0);
+    const { messages } = tables;
+    const thread = snapshotThreads(tables);
     const creator = thread();
     const s = await creator.store.create({ user: 'u', provider: 'local', model: null });
     const a = thread();
@@ -104,21 +110,10 @@ describe('SessionStore', () => {
   });
 
   it("a read sees a change another thread made before it, whatever this thread's snapshot: get, header and list drop it first", async () => {
-    const { table, messages } = memoryStore(0);
-    const shared = sharedLock();
-    const thread = () => {
-      let snapshot = new Map(table.rows);
-      const view = Object.create(table, {
-        get: { value: async (id: string) => (snapshot.has(id) ? JSON.parse(snapshot.get(id)!) : undefined) },
-        search: { value: async function* () { yield* [...snapshot.values()].map((r) => JSON.parse(r)); } },
-        put: { value: async (id: string, record: Record<string, unknown>) => { await table.put(id, record); snapshot.set(id, table.rows.get(id)!); } },
-      });
-      const lock: ThreadLock = { tryLock: (k, r) => shared.tryLock(k, r), unlock: (k) => shared.unlock(k), refresh: () => void (snapshot = new Map(table.rows)) };
-      return new SessionStore({ sessions: () => view, messages: () => messages, threadLock: () => lock });
-    };
-    const writer = thread();
+    const thread = snapshotThreads(memoryStore(0));
+    const writer = thread().store;
     const s = await writer.create({ user: 'u', provider: 'local', model: null });
-    const reader = thread();
+    const reader = thread().store;
     expect((await reader.header(s.session_id))!.status).to.equal('idle');
     await writer.mutate(s.session_id, (row) => {
       row.status = 'running';
