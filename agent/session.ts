@@ -4,6 +4,7 @@ import { randomUUID } from 'node:crypto';
 import { cursorFirst, truncateWithMarker } from '../resources/models/agentLoop.js';
 import type { Message, ToolCall } from '../resources/models/types.js';
 import { viewStart, type StoredMessage } from './compaction.js';
+import { trace, tracing } from './trace.js';
 import { shareOfBytes, TranscriptCache, type KeyedMessage } from './transcriptCache.js';
 
 export type SessionStatus = 'idle' | 'running' | 'awaiting_approval' | 'completed' | 'aborted' | 'error';
@@ -313,6 +314,7 @@ export class SessionStore {
     // Only the messages the row counts (keyedMessages): a read between a change's records and its row (on another
     // thread) would otherwise see a new prompt beside the old status.
     const messages = legacyMessages(row!) ?? (await this.keyedMessages(id, row!, header)).map((k) => k.message);
+    if (tracing) trace({ op: 'get', id, read: rowTrace(row), n: messages.length, prompts: promptsOf(messages) });
     return { ...header, messageCount: messages.length, messages };
   }
 
@@ -342,10 +344,10 @@ export class SessionStore {
 
   /**
    * The locked mutator: reads the row, lets `change` edit a copy (or throw to abort with nothing written), puts each
-   * message it returns as a record of its own, then the row. Calls on one session run one at a time, in order. An
-   * append costs one message and the row, never the transcript.
+   * message it returns as a record of its own, then the row, then `afterWrite` (still holding the lock). Calls on one
+   * session run one at a time, in order. An append costs one message and the row, never the transcript.
    */
-  async mutate(id: string, change: HeaderChange, guard?: RunGuard): Promise<SessionHeader> {
+  async mutate(id: string, change: HeaderChange, guard?: RunGuard, afterWrite?: (header: SessionHeader) => Promise<unknown>): Promise<SessionHeader> {
     return this.withLock(id, async (exclusive) => {
       const row = (await this.tables.sessions().get(id)) as Record<string, unknown> | undefined;
       const header = toHeader(row);
@@ -354,7 +356,13 @@ export class SessionStore {
       // A change made without the lock across threads may race another writer's: it extends no copy.
       const copy = exclusive ? this.transcripts.holds(id, revisionOf(row)) : undefined;
       this.transcripts.forget(id); // until the change is written whole
-      const added = (await change(header)) ?? [];
+      let added: StoredMessage[];
+      try {
+        added = (await change(header)) ?? [];
+      } catch (error) {
+        if (tracing) trace({ op: 'mutate', id, exclusive, read: rowTrace(row), refused: String((error as Error)?.message ?? error).slice(0, 80) });
+        throw error;
+      }
       // A row from before AgentMessage: its transcript moves out first.
       if (legacyMessages(row!)) await this.moveLegacyTranscript(id, row!, header);
       const at = Date.now();
@@ -372,8 +380,12 @@ export class SessionStore {
       header.updatedAt = at;
       header.title ??= firstPrompt(added);
       const revision = this.nextRevision();
+      const putAt = tracing ? performance.timeOrigin + performance.now() : 0;
       await this.tables.sessions().put(id, toRow(header, revision));
+      if (tracing) await this.traceReadBack(id, revision, putAt);
+      if (tracing) trace({ op: 'mutate', id, exclusive, read: rowTrace(row), wrote: { revision, status: header.status, count: header.messageCount, runner: header.runner?.slice(-8) ?? null }, keys: keyed.map((k) => `${k.key.slice(id.length + 1)} ${k.message.role}${k.message.role === 'user' ? ` ${k.message.content.slice(0, 40)}` : ''}`) });
       if (copy) this.transcripts.remember(id, revision, header, keyed.length ? [...copy, ...keyed] : copy);
+      await afterWrite?.(header);
       return header;
     });
   }
@@ -459,14 +471,23 @@ export class SessionStore {
     const counted = (keyed: KeyedMessage[]) => keyed.filter((k) => k.seq < header.messageCount);
     const revision = revisionOf(row);
     const copy = this.transcripts.lookup(id, revision, header);
-    if (copy?.state === 'current') return copy.keyed;
+    if (copy?.state === 'current') return traced(id, 'copy', copy.keyed);
     if (copy?.state === 'behind') {
       const caughtUp = this.transcripts.catchUp(id, revision, header, counted(await this.readKeyedMessages(id, copy.count)));
-      if (caughtUp) return caughtUp;
+      if (caughtUp) return traced(id, `caught up from ${copy.count}`, caughtUp);
     }
-    const keyed = counted(await this.readKeyedMessages(id));
+    const read = await this.readKeyedMessages(id);
+    const keyed = counted(read);
+    if (tracing) trace({ op: 'read', id, how: 'whole', records: read.length, counted: keyed.length });
     this.transcripts.remember(id, revision, header, keyed);
     return keyed;
+  }
+
+  /** Reads the row back after a write: a write Harper dropped (another write holds the row) is traced. */
+  private async traceReadBack(id: string, revision: string, putAt: number) {
+    this.readFresh();
+    const row = (await this.tables.sessions().get(id)) as Record<string, unknown> | undefined;
+    trace({ op: revisionOf(row) === revision ? 'stored' : 'dropped', id, wrote: revision, putAt, holds: rowTrace(row) });
   }
 
   /** A tag for the next write of a row: this thread's, and a count. */
@@ -581,13 +602,16 @@ export class SessionStore {
     const lock = this.tables.threadLock?.();
     if (!lock) return task(false);
     const key = `harper-agent:session:${id}`;
+    const asked = performance.now();
     const held = await takeThreadLock(lock, key);
+    const waited = performance.now() - asked;
     if (!held) this.tables.log?.(`harper-agent: session ${id}: another thread held its lock over ${THREAD_LOCK_WAIT_MS} ms; writing without it`);
     lock.refresh?.();
     try {
       return await task(held);
     } finally {
       if (held) lock.unlock(key);
+      if (tracing && (waited > 500 || !held)) trace({ op: 'lock', id, held, waited: Math.round(waited), for: Math.round(performance.now() - asked - waited) });
     }
   }
 }
@@ -603,4 +627,18 @@ export function toolResultGroups(messages: readonly StoredMessage[]): number[][]
     } else current = null;
   });
   return groups;
+}
+
+/** A row as a trace shows it: which write it is and what it says. */
+function rowTrace(row: Record<string, unknown> | undefined) {
+  if (!row) return null;
+  const version = typeof (row as { getUpdatedTime?: () => number }).getUpdatedTime === 'function' ? (row as { getUpdatedTime: () => number }).getUpdatedTime() : undefined;
+  return { revision: revisionOf(row) ?? null, status: row.status, count: row.messageCount, runner: typeof row.runner === 'string' ? row.runner.slice(-8) : null, version };
+}
+
+const promptsOf = (messages: readonly StoredMessage[]) => messages.flatMap((m) => (m.role === 'user' ? [m.content.slice(0, 40)] : []));
+
+function traced(id: string, how: string, keyed: KeyedMessage[]): KeyedMessage[] {
+  if (tracing) trace({ op: 'read', id, how, records: keyed.length });
+  return keyed;
 }
