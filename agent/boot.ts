@@ -22,6 +22,7 @@ import { EXPIRY_INTERVAL_MS, Lifecycle } from './lifecycle.js';
 import { createOperations, type OperationsDeps } from './operations.js';
 import { endEventStreams, type SubscribableTable } from './sessionFeed.js';
 import { SessionStore, type SessionTable, type ThreadLock } from './session.js';
+import { inWriteOrder, type StampableTable } from './writeOrder.js';
 import { createToolRegistry, defaultTools } from './tools/index.js';
 import { operationsAs, type OperationServer } from './tools/harperOps.js';
 import type { Scopes } from './tools/scopes.js';
@@ -39,10 +40,12 @@ const { server, databases, logger } = globalThis as unknown as HarperGlobals;
 const harper = server.config;
 const PACKAGE = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
 const rootPath: string = harper.rootPath;
+/** A table of the agent database, its writes stamped after each record's version (agent/writeOrder.ts). */
+const agentTable = (name: string) => inWriteOrder(databases.agent?.[name] as unknown as StampableTable | undefined);
 const warn = (m: string) => logger.warn(m);
 // The boot config, with set_agent_config's persisted changes over it once they are read (before any operation is
 // answered: see `ready` below), and again whenever another thread or node changes them.
-const configs = new ConfigStore(loadAgentConfig(harper.agent, process.env, process.argv, warn), () => databases.agent?.AgentSetting as unknown as SettingTable | undefined, warn);
+const configs = new ConfigStore(loadAgentConfig(harper.agent, process.env, process.argv, warn), () => agentTable('AgentSetting') as SettingTable | undefined, warn);
 const ready = configs.reload().then(
   () => configs.follow(),
   (error) => warn(`harper-agent: could not read agent settings (using the boot config): ${error}`)
@@ -62,7 +65,7 @@ const network = harper.operationsApi?.network ?? {};
 const port = network.port ?? undefined;
 const securePort = port ? undefined : network.securePort;
 const node = harperNodeName(harper);
-const cluster = new Cluster(node, operationsUrl(node, { port, securePort }), () => databases.agent?.AgentNode as unknown as NodeTable | undefined);
+const cluster = new Cluster(node, operationsUrl(node, { port, securePort }), () => agentTable('AgentNode') as NodeTable | undefined);
 const announce = () => cluster.announce(PACKAGE.version).catch((error) => warn(`harper-agent: could not record this node in agent.AgentNode: ${error}`));
 void announce();
 // Again every 30 s, from one thread: a node joined to a cluster after its boot, or whose row missed the first sync
@@ -71,8 +74,8 @@ void announce();
 if (workerIndex() === 0) setInterval(announce, ANNOUNCE_INTERVAL_MS).unref();
 const sessionTable = () => databases.agent!.AgentSession;
 const store = new SessionStore({
-  sessions: () => sessionTable() as unknown as SessionTable,
-  messages: () => databases.agent!.AgentMessage as unknown as SessionTable,
+  sessions: () => agentTable('AgentSession') as SessionTable,
+  messages: () => agentTable('AgentMessage') as SessionTable,
   node,
   // The session table's LMDB store: its lock table is shared by every worker thread (Harper's tables have no lock of
   // their own: Table.lock() is "not yet implemented" in 4.7).
@@ -80,8 +83,8 @@ const store = new SessionStore({
   log: (m) => logger.warn(m),
 });
 // Follow-ups this node owns fire here (one timer each; firing re-reads the row under the session's lock).
-const followups = new Followups(() => databases.agent?.AgentFollowup as unknown as FollowupTable | undefined, node, (m) => logger.warn(m));
-const calls = new ModelCallLog(() => databases.agent?.AgentModelCall as unknown as CallTable | undefined);
+const followups = new Followups(() => agentTable('AgentFollowup') as FollowupTable | undefined, node, (m) => logger.warn(m));
+const calls = new ModelCallLog(() => agentTable('AgentModelCall') as CallTable | undefined);
 const lifecycle = new Lifecycle(store, calls, followups, (m) => logger.info(m));
 const deps: OperationsDeps = {
   store,
@@ -92,7 +95,7 @@ const deps: OperationsDeps = {
   databases,
   operationsAs: operationsAs(server),
   ownOrigins: [harper.http?.port, port].filter(Boolean).flatMap((p) => [`http://127.0.0.1:${p}`, `http://localhost:${p}`]),
-  limits: new ContextLimits(() => databases.agent?.AgentContextLimit as unknown as LimitTable | undefined),
+  limits: new ContextLimits(() => agentTable('AgentContextLimit') as LimitTable | undefined),
   calls,
   // Harper's publish: an audit-log entry every subscriber on every thread sees, the record itself untouched.
   publishLive: (id, event) => void (databases.agent!.AgentLiveText as unknown as { publish(id: string, message: unknown): unknown }).publish(id, event),

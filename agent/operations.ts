@@ -9,6 +9,7 @@ import { contextBudget, estimateTokens } from './contextBudget.js';
 import { newestCompaction, planCompaction, requestMessages } from './compaction.js';
 import { tokenCounter } from './tokenCount.js';
 import { systemPrompt } from './systemPrompt.js';
+import { trace, tracing } from './trace.js';
 import { activeRun, newRunner, startCompaction, startRun, type LoopDeps } from './loop.js';
 import { messageView } from './sessionFeed.js';
 import { Models } from '../resources/models/models.js';
@@ -131,6 +132,7 @@ export function createOperations(deps: OperationsDeps): Record<string, Operation
             throw error;
           });
         startRun(deps, id, runner, undefined, session.updatedAt);
+        if (tracing) trace({ op: 'accepted', id, message: message.slice(0, 40), seq: session.messageCount - 1, forwardedBy: via.forwardedBy ?? null });
         // messageIndex: where this prompt's messages start, so a follower (the CLI) can ask for just those.
         return { session_id: id, status: 'running', messageIndex: session.messageCount - 1, node: session.node };
       },

@@ -27,6 +27,7 @@ import { ProviderServer } from '../integrationTests/providerServer/server.js';
 import { writeBigLog } from '../integrationTests/recoveryScenarios.js';
 import { lineStartAfter, writeLogFile } from './files.js';
 import { readProfile } from './readProfile.js';
+import { sectionOf } from './benchmarksFile.js';
 import type { Message } from '../resources/models/types.js';
 
 const ROOT = path.join(os.tmpdir(), 'harper-agent-bench');
@@ -385,7 +386,10 @@ async function main() {
   md.push('## Where a page\'s time goes', '', ...profile, '', 'The profile of 3,000 read_file pages (start and end of the 1 GiB log), top functions by self time:', '', '```', ...reads.top, '```', '');
   if (missed.length) md.push('## Missed targets', '', ...missed.map((r) => `- ${r.what}: ${r.figure}, target ${r.target}.`), '');
   const notes = readFileSync(new URL('../../bench/NOTES.md', import.meta.url), 'utf8');
-  writeFileSync(path.join(process.cwd(), 'BENCHMARKS.md'), md.join('\n') + '\n' + notes);
+  const file = path.join(process.cwd(), 'BENCHMARKS.md');
+  // `npm run stress` keeps its own section in the file: carried over as it is.
+  const stress = sectionOf(file, 'stress');
+  writeFileSync(file, md.join('\n') + '\n' + notes + (stress ? `\n${stress}\n` : ''));
   console.log('\nwrote BENCHMARKS.md');
   rmSync(ROOT, { recursive: true, force: true });
 }
