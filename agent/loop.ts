@@ -20,6 +20,7 @@ import type { Scopes } from './tools/scopes.js';
 import { isDestructive, ToolError, type ToolContext } from './tools/types.js';
 import { environmentBlock, type HostEnvironment } from './environment.js';
 import { dueTime, FollowupError, type FireOutcome, type Followup, type Followups } from './followups.js';
+import { workerIndex } from './threadProbe.js';
 
 export interface LoopDeps {
   store: SessionStore;
@@ -395,15 +396,31 @@ const MODULE_LOADED_AT = Date.now();
 /** How long after load a follow-up waits for its provider's backend to register before it fires anyway. */
 export const BACKEND_LOAD_GRACE_MS = 60_000;
 
-/** A run's token: the node and process that run it, so a restart's recovery on one node never ends another's. */
+/** A run's token: the node, process and thread (Harper's worker index, and the thread's id) that run it, so a restart's
+ * recovery on one node never ends another's, and a worker Harper restarted is told from one still running. */
 export function newRunner(node: string | null): string {
-  return `${node ?? ''}:${process.pid}:${threadId}:${randomUUID()}`;
+  return `${node ?? ''}:${process.pid}:${workerIndex() ?? 'main'}.${threadId}:${randomUUID()}`;
 }
 
-/** Is a runner token from this node's current process (so its run may still be alive)? */
-export function runnerIsFromThisProcess(runner: string | null, node: string | null): boolean {
-  return !!runner && runner.startsWith(`${node ?? ''}:${process.pid}:`);
+/**
+ * Could the run a token names still be alive? Not when another process of this node ran it (Harper restarted), nor
+ * when an earlier thread of this thread's worker index did (Harper restarted the worker threads: restart_service, a
+ * component deployed); a run of another worker of this process may be. A token from before the worker index was in it
+ * counts as alive when it is from this process.
+ */
+export function runnerMayBeAlive(runner: string | null, node: string | null, self: ThreadIdentity = thisThread()): boolean {
+  const prefix = `${node ?? ''}:${process.pid}:`;
+  if (!runner?.startsWith(prefix)) return false;
+  const [index, thread] = runner.slice(prefix.length).split(':')[0]!.split('.');
+  return thread === undefined || index !== String(self.index) || thread === String(self.thread);
 }
+
+/** Which thread this is: Harper's worker index (null off a worker) and Node's thread id. */
+export interface ThreadIdentity {
+  index: number | null;
+  thread: number;
+}
+const thisThread = (): ThreadIdentity => ({ index: workerIndex(), thread: threadId });
 
 export function activeRun(id: string): ActiveRun | undefined {
   return active.get(id);
@@ -460,8 +477,9 @@ class NotNow extends Error {}
  * Fires a due follow-up. Under the session's lock the follow-up is read again (another worker thread may have fired
  * it, an operator cancelled it), marked fired, and its message appended as a prompt that starts a run, as agent_prompt
  * does. A session that is running or awaiting approval, or whose provider has not registered yet, is left for later
- * ('busy'). The row is marked fired before the prompt is written: a crash between the two loses the follow-up rather
- * than sending it twice.
+ * ('busy'). The prompt is written first and the row marked fired after it, in the same lock: a firing cut off between
+ * the two (a worker restarted: seen in bench/stress.ts) left the row pending, and the next firing finds the prompt it
+ * stored and only marks the row (before, the row was marked first and such a cut lost the follow-up).
  */
 export async function fireFollowup(deps: LoopDeps, f: Followup): Promise<FireOutcome> {
   const followups = deps.followups!;
@@ -473,14 +491,18 @@ export async function fireFollowup(deps: LoopDeps, f: Followup): Promise<FireOut
   const runner = newRunner(deps.store.node);
   let outcome: FireOutcome = 'done';
   try {
+    let current: Followup | undefined;
     const header = await deps.store.mutate(f.session_id, async (s) => {
-      const current = await followups.get(f.followup_id);
+      current = await followups.get(f.followup_id);
       if (!current || current.status !== 'pending') throw new NotNow();
+      if ((await deps.store.get(f.session_id))?.messages.some((m) => m.role === 'user' && m.followup === current!.followup_id)) {
+        await followups.settle(current, 'fired');
+        throw new NotNow();
+      }
       if (s.status === 'running' || s.status === 'awaiting_approval') {
         outcome = 'busy';
         throw new NotNow();
       }
-      await followups.settle(current, 'fired');
       outcome = 'fired';
       s.status = 'running';
       s.lastError = null;
@@ -489,7 +511,7 @@ export async function fireFollowup(deps: LoopDeps, f: Followup): Promise<FireOut
       s.provider = config.provider;
       s.model = config.model ?? Models.get(config.provider)?.defaultModel ?? s.model;
       return [{ role: 'user', content: followupPrompt(current), followup: current.followup_id }];
-    });
+    }, undefined, () => followups.settle(current!, 'fired'));
     startRun(deps, f.session_id, runner, undefined, header.updatedAt);
   } catch (error) {
     if (error instanceof NotNow) return outcome;
@@ -715,9 +737,9 @@ async function runSession(deps: LoopDeps, id: string, guard: RunGuard, signal: A
 
 /** Marks this node's runs that a restart cut off (their runner is from another process of this node) as error, so
  * none stays running. Runs owned by other nodes are theirs to recover. */
-export async function recoverInterruptedRuns(store: SessionStore): Promise<number> {
+export async function recoverInterruptedRuns(store: SessionStore, self: ThreadIdentity = thisThread()): Promise<number> {
   let recovered = 0;
-  const interrupted = (s: SessionHeader) => s.status === 'running' && (s.node ?? store.node) === store.node && !runnerIsFromThisProcess(s.runner, store.node);
+  const interrupted = (s: SessionHeader) => s.status === 'running' && (s.node ?? store.node) === store.node && !runnerMayBeAlive(s.runner, store.node, self);
   for (const s of await store.list(Number.MAX_SAFE_INTEGER)) {
     if (!interrupted(s)) continue;
     await store

@@ -110,6 +110,19 @@ describe('sessions owned by a node', () => {
     expect((await store.header('b-live'))!).to.include({ status: 'running', runner: 'B:1:1:y' });
   });
 
+  it('recovers the runs of an earlier thread of its own worker index (Harper restarted the workers), not those of other workers', async () => {
+    const { store, table } = memoryStore(0, 'A');
+    const row = (id: string, runner: string) => table.put(id, { session_id: id, status: 'running', node: 'A', runner, provider: 'local', messageCount: 0, bytes: 2, updatedAt: 1 });
+    const pid = process.pid;
+    await row('replaced', `A:${pid}:0.5:x`); // worker 0's thread before the restart
+    await row('mine', `A:${pid}:0.7:x`); // this thread: worker 0, thread 7
+    await row('other-worker', `A:${pid}:1.6:x`); // worker 1 may still be running it
+    await row('old-token', `A:${pid}:5:x`); // a token from before the worker index was in it
+    expect(await recoverInterruptedRuns(store, { index: 0, thread: 7 })).to.equal(1);
+    expect((await store.header('replaced'))!).to.include({ status: 'error', runner: null });
+    for (const id of ['mine', 'other-worker', 'old-token']) expect((await store.header(id))!.status, id).to.equal('running');
+  });
+
   it('a cancel written by another writer (another thread) stops a run inside its model call, through the subscription', async () => {
     let modelSignal: AbortSignal | undefined;
     const h = harness([(_input, signal) => new Promise((_, reject) => ((modelSignal = signal), signal.addEventListener('abort', () => reject(signal.reason))))]);

@@ -2,7 +2,7 @@
 // session is busy, once across two threads racing on one follow-up.
 import { expect } from 'chai';
 import { dueTime, FollowupError, Followups, type FollowupTable } from '../agent/followups.js';
-import { activeRun, BACKEND_LOAD_GRACE_MS, fireFollowup } from '../agent/loop.js';
+import { activeRun, BACKEND_LOAD_GRACE_MS, fireFollowup, followupPrompt } from '../agent/loop.js';
 import { createOperations, HttpError } from '../agent/operations.js';
 import { defaultConfig } from '../agent/agent.js';
 import { Models } from '../resources/models/models.js';
@@ -95,6 +95,27 @@ describe('follow-ups: firing', () => {
     expect(after.messages.at(-1)).to.deep.include({ role: 'assistant', content: 'checked again' });
     expect((await followups.get(f.followup_id))!.status).to.equal('fired');
     expect(h.backend.inputs).to.have.length(2);
+  });
+
+  it('a firing cut off before its prompt is stored leaves the follow-up pending; one cut off after it is not fired twice', async () => {
+    const h = harness([text('first answer'), text('checked again')]);
+    const { followups, ops } = withFollowups(h);
+    const s = await prompt(ops, h, 'hi');
+    const f = await followups.schedule(s.session_id, null, 'look again', Date.now() + 60_000, limits);
+    followups.disarm(f.followup_id);
+    // The worker dies as the prompt is written (its message write fails): nothing is marked fired.
+    const messages = h.messages as unknown as { put: (...args: unknown[]) => unknown };
+    const put = messages.put;
+    messages.put = () => Promise.reject(new Error('worker terminated'));
+    const cut = await fireFollowup(h.deps, f).then(() => null, (e: Error) => e);
+    messages.put = put;
+    expect(cut?.message).to.equal('worker terminated');
+    expect((await followups.get(f.followup_id))!.status).to.equal('pending');
+    // A firing whose prompt was stored but that died before marking the row: the next one marks it, stores nothing.
+    await h.store.append(s.session_id, [{ role: 'user', content: followupPrompt(f), followup: f.followup_id }]);
+    expect(await fireFollowup(h.deps, f)).to.equal('done');
+    expect((await followups.get(f.followup_id))!.status).to.equal('fired');
+    expect((await h.store.get(s.session_id))!.messages.filter((m) => m.role === 'user')).to.have.length(2);
   });
 
   it('two threads racing on one due follow-up: exactly one fires it', async () => {

@@ -1,6 +1,6 @@
 // Unit-test doubles: an in-memory table with Harper's get/put/search shape, a scripted backend, temp scopes.
 import { EventEmitter } from 'node:events';
-import { mkdtempSync, mkdirSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { defaultConfig, type AgentConfig } from '../agent/agent.js';
@@ -92,8 +92,13 @@ export function memoryStore(delayMs = 0, node?: string) {
   return { store: new SessionStore({ sessions: () => table, messages: () => messages, node }), table, messages };
 }
 
+/** Temp roots made by tempScopes: removed when the test process ends (each npm test used to leave a dozen). */
+const tempDirs = new Set<string>();
+
 export function tempScopes(): Scopes & { base: string } {
   const base = mkdtempSync(path.join(os.tmpdir(), 'agent-unit-'));
+  if (tempDirs.size === 0) process.once('exit', () => tempDirs.forEach((dir) => rmSync(dir, { recursive: true, force: true })));
+  tempDirs.add(base);
   const rootPath = path.join(base, 'hdb');
   const scopes = {
     base,
@@ -139,6 +144,8 @@ export interface Harness {
   deps: LoopDeps;
   store: SessionStore;
   table: MemoryTable;
+  /** The AgentMessage records. */
+  messages: MemoryTable;
   backend: ScriptedBackend;
   scopes: Scopes & { base: string };
   config: AgentConfig;
@@ -147,9 +154,9 @@ export interface Harness {
 export function harness(steps: Step[], config: Partial<AgentConfig> = {}, extraTools: Tool[] = [], delayMs = 0): Harness {
   const backend = new ScriptedBackend(steps);
   Models.register({ provider: 'scripted', defaultModel: 'scripted-1', create: () => backend });
-  const { store, table } = memoryStore(delayMs);
+  const { store, table, messages } = memoryStore(delayMs);
   const scopes = tempScopes();
   const cfg: AgentConfig = { ...defaultConfig(), provider: 'scripted', ...config };
   const deps: LoopDeps = { store, tools: createToolRegistry([...defaultTools, ...extraTools]), scopes, config: () => cfg };
-  return { deps, store, table, backend, scopes, config: cfg };
+  return { deps, store, table, messages, backend, scopes, config: cfg };
 }
