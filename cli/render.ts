@@ -22,10 +22,17 @@ export function resultLine(m: MessageView): string {
   return `  ← ${m.name} ${formatBytes(m.bytes)}${marks(m)}${m.isError ? `: ${clip(m.content, 160)}` : ''}`;
 }
 
+/** Why a result printed earlier changed size since (the line printed then said its size at that moment). */
+const CUT_WHY: Record<NonNullable<MessageView['cut']>, string> = {
+  context: 'after a context-window rejection',
+  workingSet: 'as it left the working set (agent.workingSetBytes)',
+  cap: 'by the cap (agent.maxToolResultBytes)',
+};
+
 /** Lines for a message of a run being followed; `changed` is an earlier message rewritten in place; `streamed`: its
  * text was printed as the model wrote it, so only its tool calls are left to print. */
 export function runLines(m: MessageView, changed: boolean, streamed = false): string[] {
-  if (changed) return m.role === 'tool' && m.cut === 'context' ? [`  ✂ #${m.index} ${m.name} cut to ${formatBytes(m.bytes)} after a context-window rejection`] : [];
+  if (changed) return m.role === 'tool' && m.cut ? [`  ✂ #${m.index} ${m.name} cut to ${formatBytes(m.bytes)} ${CUT_WHY[m.cut]}`] : [];
   if (m.role === 'tool') return [resultLine(m)];
   if (m.role === 'compaction') return [`  ══ compacted: ${m.boundary} (${formatBytes(m.bytes)}) ══`];
   if (m.role === 'assistant' && m.toolCalls?.length) {

@@ -52,20 +52,34 @@ describe('harper-agent CLI against a real Harper', function () {
     const row = await suite.h.row(id);
     const tools = row.messages.filter((m: any) => m.role === 'tool');
     expect(tools.length).to.be.greaterThan(1);
-    // Each result is printed as it lands, whole; the working set cuts the older ones later, and their marker names the
-    // size they had. The local backend's notes (the text of each call after the first) are printed clipped.
+    // Each result is printed as the CLI first sees it: whole (its size as it landed, which the working set's marker
+    // names), then a ✂ line once the working set cuts it; or already cut, marked so, when the cut came first (a busy
+    // machine). Either way the lines say exactly what was stored when. The local backend's notes (the text of each call
+    // after the first) are printed clipped.
     expect(tools.filter((m: any) => m.cut === 'workingSet').length).to.be.greaterThan(0);
-    const landed = (m: any) => (m.cut === 'workingSet' ? Number(/full result is (\d+) bytes/.exec(m.content)![1]) : messageBytes(m));
     const clip = (text: string) => (text.length > 200 ? `${text.slice(0, 199)}…` : text);
+    const printed = lines.slice(1);
+    const cuts = printed.filter((l) => l.startsWith('  ✂ '));
     const expected: string[] = [];
-    for (const m of row.messages.slice(1, -1)) {
+    const expectedCuts: string[] = [];
+    row.messages.slice(1, -1).forEach((m: any, k: number) => {
       if (m.role === 'assistant') {
         if (m.content) expected.push(`  · ${clip(m.content)}`);
         for (const c of m.toolCalls) expected.push(`  → ${c.name} ${JSON.stringify(c.arguments)}`);
-      } else expected.push(`  ← read_file ${fmt(landed(m))}`);
-    }
+        return;
+      }
+      const index = k + 1;
+      const whole = m.cut === 'workingSet' ? Number(/full result is (\d+) bytes/.exec(m.content)![1]) : messageBytes(m);
+      const cutLine = `  ✂ #${index} read_file cut to ${fmt(messageBytes(m))} as it left the working set (agent.workingSetBytes)`;
+      if (m.cut === 'workingSet' && !cuts.includes(cutLine)) expected.push(`  ← read_file ${fmt(messageBytes(m))} [cut: working set (agent.workingSetBytes)]`);
+      else {
+        expected.push(`  ← read_file ${fmt(whole)}`);
+        if (m.cut === 'workingSet') expectedCuts.push(cutLine);
+      }
+    });
+    expect(cuts.sort()).to.deep.equal(expectedCuts.sort());
     const answer = row.messages.at(-1).content;
-    expect(lines.slice(1)).to.deep.equal([...expected, ...answer.split('\n')]);
+    expect(printed.filter((l) => !l.startsWith('  ✂ '))).to.deep.equal([...expected, ...answer.split('\n')]);
     expect(answer).to.contain('12000 lines');
   });
 

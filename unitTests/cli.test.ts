@@ -67,6 +67,9 @@ describe('CLI', () => {
     expect(resultLine({ ...base, bytes: 2048, cut: 'workingSet' })).to.equal('  ← read_file 2,048 bytes [cut: working set (agent.workingSetBytes)]');
     expect(resultLine({ ...base, bytes: 40, isError: true, content: '{"error":"no\nsuch file"}' })).to.equal('  ← read_file 40 bytes [error]: {"error":"no such file"}');
     expect(runLines({ ...base, bytes: 2048, cut: 'context' }, true)).to.deep.equal(['  ✂ #4 read_file cut to 2,048 bytes after a context-window rejection']);
+    // A result printed whole and cut later says so, with the size it has now.
+    expect(runLines({ ...base, bytes: 2048, cut: 'workingSet' }, true)).to.deep.equal(['  ✂ #4 read_file cut to 2,048 bytes as it left the working set (agent.workingSetBytes)']);
+    expect(runLines({ ...base, bytes: 2048 }, true)).to.deep.equal([]);
     expect(runLines({ index: 1, role: 'assistant', content: 'Looking.', bytes: 9, toolCalls: [{ id: 'c', name: 'tail_file', arguments: { lines: 5 } }] }, false)).to.deep.equal(['  · Looking.', '  → tail_file {"lines":5}']);
     expect(runLines({ index: 1, role: 'assistant', content: 'final', bytes: 5 }, false)).to.deep.equal([]);
     // Its text was printed as it streamed: only the tool calls are left.
