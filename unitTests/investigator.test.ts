@@ -1,6 +1,6 @@
 // The investigator's own extras: where it runs (the environment block) and Harper's best-practice rules.
 import { expect } from 'chai';
-import { mkdirSync, mkdtempSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { ruleNames } from '@harperfast/skills';
@@ -27,6 +27,7 @@ describe('the environment block', () => {
     expect(harperVersion(path.join(base, 'nowhere.js'))).to.equal(null);
     writeFileSync(path.join(base, 'other.js'), '');
     expect(harperVersion(path.join(base, 'other.js'))).to.equal(null);
+    rmSync(base, { recursive: true, force: true });
   });
 
   it('is a few lines with the version, node, threads, OS, Node.js, the agent and the run\'s start in UTC, after the prompt and before the operator\'s text', () => {
