@@ -1,4 +1,4 @@
-// Compaction without a model, on a real Harper: the local provider compacts by a deterministic digest over 300 prompts
+// Compaction without a model, on a real Harper: the local provider compacts by a deterministic digest over 60 prompts
 // and every request stays within the budget; compaction on demand through the operations API and the CLI.
 import { expect } from 'chai';
 import { execFile } from 'node:child_process';
@@ -9,18 +9,20 @@ import { providerSuite } from './providerSuite.js';
 import { writeBigLog } from './recoveryScenarios.js';
 
 const run = promisify(execFile);
+/** Prompts in the long session: enough for a dozen digests, each folding the one before. */
+const PROMPTS = 60;
 
 describe('compaction by digest (the local provider) and on demand', function () {
   this.timeout(900_000);
   const suite = providerSuite((h) => writeBigLog(h.logsDir));
 
-  it('local: 300 prompts of three pages in one session compact by digest, and every request stays within the budget', async () => {
+  it('local: 60 prompts of three pages in one session compact by digest, and every request stays within the budget', async () => {
     const { h } = suite;
     // Three pages at the default cap: about 96 KB.
     writeFileSync(path.join(h.logsDir, 'three.log'), Array.from({ length: 1200 }, (_, i) => `2026-12-04T10:00:00.000Z [http/1] [${i % 100 === 0 ? 'error' : 'info'}]: request ${i + 1} ${i % 100 === 0 ? 'ERROR upstream timed out' : 'served'}\n`).join('').padEnd(96_000, '.'));
     expect((await h.setConfig({ provider: 'local', contextWindowTokens: 56_000, maxTurns: 50 })).status).to.equal(200);
     let id: string | undefined;
-    for (let i = 0; i < 300; i++) {
+    for (let i = 0; i < PROMPTS; i++) {
       const r = await h.promptLight('summarize logs/three.log', id);
       id = r.session_id;
       if (r.status !== 'completed') throw new Error(`prompt ${i + 1} ended ${r.status}: ${r.lastError}`);
@@ -29,14 +31,14 @@ describe('compaction by digest (the local provider) and on demand', function () 
     const records = s.messages.filter((m: any) => m.role === 'compaction');
     expect(records.length).to.be.greaterThan(10);
     for (const r of records) expect([r.compactedBy, r.detail]).to.deep.equal(['digest', 'the local backend is not a model']);
-    expect(s.messages.filter((m: any) => m.role === 'user')).to.have.length(300);
+    expect(s.messages.filter((m: any) => m.role === 'user')).to.have.length(PROMPTS);
     // Every answer covers the whole file, compacted or not: the local backend's newest note carries its tally.
     const answers = s.messages.filter((m: any) => m.role === 'assistant' && !m.toolCalls?.length).map((m: any) => m.content);
-    expect(answers).to.have.length(300);
+    expect(answers).to.have.length(PROMPTS);
     expect(answers[0]).to.match(/^logs\/three\.log: 1201 lines, 96000 bytes, read in 3 page\(s\); 96000 bytes of text seen\. 12 line\(s\) mention "error"; the first 5:\n- line 1: /);
     expect(new Set(answers).size).to.equal(1);
     expect(s.estimatedContextTokens).to.be.at.most(s.contextBudget.tokens);
-    console.log(`      local: 300 prompts, ${s.messages.length} messages stored, ${records.length} digests; the next request about ${s.estimatedContextTokens.toLocaleString('en-US')} tokens of a ${s.contextBudget.tokens.toLocaleString('en-US')}-token budget`);
+    console.log(`      local: ${PROMPTS} prompts, ${s.messages.length} messages stored, ${records.length} digests; the next request about ${s.estimatedContextTokens.toLocaleString('en-US')} tokens of a ${s.contextBudget.tokens.toLocaleString('en-US')}-token budget`);
     expect((await h.op({ operation: 'list_agent_model_calls', session_id: id })).body.calls).to.have.length(0);
   });
 
