@@ -105,6 +105,8 @@ describe('a two-node Harper cluster', function () {
       const since = Date.now();
       b.h = await b.h.restart();
       await b.h.waitForAgent(since, 2);
+      // The settings outlived the kill and the boot: in force on both of B's new threads.
+      for (const status of (await b.h.statusPerThread(2)).values()) expect(status.config).to.include({ provider: 'openai', maxTurns: 77, requestTimeoutMs: 120_000 });
       // B's boot recovers B's interrupted runs only: A's run is still running, and completes once let go.
       expect((await session(a, id)).status).to.equal('running');
       expect(server.held).to.equal('→read_file');

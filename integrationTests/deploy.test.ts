@@ -1,6 +1,7 @@
 // Installed the way an operator installs components: a plain Harper with no component, the root `npm pack` tarball
-// deployed with deploy_component, each provider through its real SDK, settings that outlast a restart on every
-// worker thread, drop_component, and `harperdb deploy` from the unpacked tarball (an upgrade that keeps the settings).
+// deployed with deploy_component, each provider through its real SDK, drop_component, and `harperdb deploy` from the
+// unpacked tarball (an upgrade that keeps the settings, on every worker thread). Settings outliving a process restart:
+// cluster.test.ts (a node SIGKILLed and booted again).
 import { expect } from 'chai';
 import { execFile } from 'node:child_process';
 import { existsSync, lstatSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -96,40 +97,12 @@ describe('deploy_component into a plain Harper (the packed tarball)', function (
     }
   });
 
-  it('set_agent_config outlives a restart and is in force on every worker thread, and a change reaches them all', async function () {
-    this.timeout(180_000);
+  it('drop_component removes it (its operations are gone after the restart, its data stays), and harperdb deploy from the unpacked tarball brings it back with its settings, on every thread', async function () {
+    this.timeout(240_000);
     const set = await h.setConfig({ provider: 'local', maxToolResultBytes: 4096, maxTurns: 77, apiKey: 'sk-never-shown' });
     expect(set.status).to.equal(200);
     expect(set.body.persisted).to.deep.equal({ provider: 'local', maxToolResultBytes: 4096, maxTurns: 77, apiKey: '(set)' });
     expect(JSON.stringify(set.body)).to.not.contain('sk-never-shown');
-    await h.stop('SIGTERM', true);
-    const since = Date.now();
-    h = await h.restart({ readyWhen: 'agent' });
-    await h.waitForAgent(since, 2);
-    const threads = await h.statusPerThread(2);
-    expect(threads.size).to.equal(2);
-    for (const s of threads.values()) {
-      expect(s.config).to.include({ provider: 'local', maxToolResultBytes: 4096, maxTurns: 77, apiKey: '(set)' });
-      expect(JSON.stringify(s)).to.not.contain('sk-never-shown');
-    }
-    // A change made on one thread is in force on the other within moments (each follows the settings table).
-    expect((await h.setConfig({ maxTurns: 78 })).status).to.equal(200);
-    const deadline = Date.now() + 5000;
-    let turns: number[] = [];
-    while (Date.now() < deadline) {
-      turns = [...(await h.statusPerThread(2)).values()].map((s) => s.config.maxTurns);
-      if (turns.length === 2 && turns.every((t) => t === 78)) break;
-    }
-    expect(turns).to.deep.equal([78, 78]);
-    // The stored rows, as Harper's own operations show them: one per key set since the deploy (the provider tests
-    // set baseUrl, model and maxRetries).
-    const rows = await h.op({ operation: 'search_by_value', database: 'agent', table: 'AgentSetting', search_attribute: 'key', search_value: '*', get_attributes: ['key', 'value'] });
-    expect(rows.body.map((r: any) => r.key).sort()).to.deep.equal(['apiKey', 'baseUrl', 'maxRetries', 'maxToolResultBytes', 'maxTurns', 'model', 'provider']);
-    expect(rows.body.find((r: any) => r.key === 'maxTurns')).to.deep.equal({ key: 'maxTurns', value: 78 });
-  });
-
-  it('drop_component removes it (its operations are gone after the restart, its data stays), and harperdb deploy from the unpacked tarball brings it back with its settings', async function () {
-    this.timeout(240_000);
     const dropped = await h.op({ operation: 'drop_component', project: 'harper-agent' });
     expect(dropped.body).to.deep.equal({ message: 'Successfully dropped: harper-agent' });
     expect(existsSync(path.join(h.componentsDir, 'harper-agent'))).to.equal(false);
@@ -156,8 +129,18 @@ describe('deploy_component into a plain Harper (the packed tarball)', function (
       env: { ...process.env, HOME: unpacked },
     });
     expect(cli.stdout.trim()).to.equal('message: "Successfully deployed: harper-agent, restarting HarperDB"');
-    const status = await h.waitForAgent(since, 2);
-    expect(status.providers).to.deep.equal(['anthropic', 'bedrock', 'local', 'ollama', 'openai']);
-    expect(status.config).to.include({ maxToolResultBytes: 4096, maxTurns: 78 });
+    await h.waitForAgent(since, 2);
+    const threads = await h.statusPerThread(2);
+    expect(threads.size).to.equal(2);
+    for (const status of threads.values()) {
+      expect(status.providers).to.deep.equal(['anthropic', 'bedrock', 'local', 'ollama', 'openai']);
+      expect(status.config).to.include({ provider: 'local', maxToolResultBytes: 4096, maxTurns: 77, apiKey: '(set)' });
+      expect(JSON.stringify(status)).to.not.contain('sk-never-shown');
+    }
+    // The stored rows, as Harper's own operations show them: one per key set since the deploy (the provider prompts
+    // set baseUrl, model and maxRetries).
+    const rows = await h.op({ operation: 'search_by_value', database: 'agent', table: 'AgentSetting', search_attribute: 'key', search_value: '*', get_attributes: ['key', 'value'] });
+    expect(rows.body.map((r: any) => r.key).sort()).to.deep.equal(['apiKey', 'baseUrl', 'maxRetries', 'maxToolResultBytes', 'maxTurns', 'model', 'provider']);
+    expect(rows.body.find((r: any) => r.key === 'maxTurns')).to.deep.equal({ key: 'maxTurns', value: 77 });
   });
 });
