@@ -33,7 +33,10 @@ async function deploy(node: ClusterNode, payload: string): Promise<void> {
   for (let attempt = 1; ; attempt++) {
     const since = Date.now();
     const deployed = await node.h.op({ operation: 'deploy_component', project: 'harper-agent', payload, restart: true });
-    if (deployed.status === 200) return void (await node.h.waitForAgent(since, THREADS));
+    if (deployed.status === 200) {
+      if (deployed.body.message !== 'Successfully deployed: harper-agent, restarting HarperDB') throw new Error(`deploy_component on ${node.name}: ${JSON.stringify(deployed.body)}`);
+      return void (await node.h.waitForAgent(since, THREADS));
+    }
     if (attempt === 2 || !/did not load any modules/.test(JSON.stringify(deployed.body))) {
       throw new Error(`deploy_component on ${node.name}: ${deployed.status} ${JSON.stringify(deployed.body)}`);
     }
