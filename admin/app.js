@@ -175,7 +175,11 @@ function liveItem(index) {
 
 function applyLive(e) {
   if (current.messages[e.index]) return; // already stored
-  if (e.kind === 'text') liveItem(e.index).querySelector('pre').append(e.text);
+  if (e.kind === 'text') {
+    // Joined after the call's first piece (`at` > 0): mark the missing start; the stored message comes whole.
+    const pre = liveItem(e.index).querySelector('pre');
+    pre.append(pre.textContent === '' && e.at > 0 ? `…${e.text}` : e.text);
+  }
   else if (e.kind === 'toolCall') liveItem(e.index).querySelector('ul.calls').append(el('li', {}, `→ ${e.toolCall.name} ${JSON.stringify(e.toolCall.arguments)}`));
   else if (e.kind === 'end' && e.failed) {
     const item = $('transcript').querySelector(`li.live[data-index="${e.index}"]`);

@@ -88,10 +88,13 @@ export class TranscriptCursor {
 /**
  * What a streaming model call shows followers before its message is stored: text as the model writes it, each tool
  * call once whole, and the end (a failed call's partial text is dropped: the message it was becoming never comes).
- * `index` is the transcript position the message will take; `call` tells one model call's pieces from another's.
+ * `index` is the transcript position the message will take; `call` tells one model call's pieces from another's; `at`
+ * is how much of the call's text (in UTF-16 units, as JavaScript counts) came before this piece: live events are
+ * published, never kept, so a follower that subscribed after the first piece sees `at` > 0 and knows it missed the
+ * start (the CLI and the page then wait for the stored message instead of showing half an answer).
  */
 export type LiveEvent =
-  | { kind: 'text'; call: string; index: number; text: string }
+  | { kind: 'text'; call: string; index: number; at: number; text: string }
   | { kind: 'toolCall'; call: string; index: number; toolCall: ToolCall }
   | { kind: 'end'; call: string; index: number; failed: boolean };
 
@@ -105,6 +108,8 @@ export const LIVE_TEXT_EVERY_MS = 100;
  */
 export class LiveWriter {
   private pending = '';
+  /** Text already published for this call. */
+  private sent = 0;
   private timer: NodeJS.Timeout | undefined;
   private closed = false;
 
@@ -131,7 +136,8 @@ export class LiveWriter {
     if (!this.pending) return;
     const text = this.pending;
     this.pending = '';
-    this.send({ kind: 'text', call: this.call, index: this.index, text });
+    this.send({ kind: 'text', call: this.call, index: this.index, at: this.sent, text });
+    this.sent += text.length;
   }
 
   private send(event: LiveEvent): void {

@@ -119,6 +119,9 @@ async function follow(client: AgentClient, id: string, from: number, io: Io, jso
             const e = data as LiveEvent;
             if (json || e.index < from || seen.has(e.index)) continue;
             if (e.kind === 'text') {
+              // Joined after the call's first piece: its start is gone (live pieces are never kept), so this call is
+              // not printed live; its stored message prints whole.
+              if (writing?.call !== e.call && e.at > 0) continue;
               if (writing?.call !== e.call) {
                 endLine();
                 progress.suspend();

@@ -84,10 +84,11 @@ describe('streaming, the model-call log and the spending limit', function () {
       await page.goto(`${h.harper.httpUrl}agent/#session=${id}`);
       await page.waitForSelector('#transcript > li.message.tool');
       expect(server.held, 'still held while the page opened').to.equal('The ');
-      // The next word: the page, following from the middle of the call, shows the text written since it joined.
+      // The next word: the page, following from the middle of the call, shows the text written since it joined, marked
+      // as missing its start (the piece's `at` is 4).
       releases[0]!();
       expect(await until('the second hold', () => server.held !== 'The ' && server.held)).to.equal('The log ');
-      await page.waitForFunction(() => document.querySelector('#transcript > li.live pre')?.textContent === 'log ', null, { timeout: 10_000 });
+      await page.waitForFunction(() => document.querySelector('#transcript > li.live pre')?.textContent === '…log ', null, { timeout: 10_000 });
       await until(() => `the CLI to print the second word; it printed ${JSON.stringify(stdout)}`, () => stdout.endsWith('\nThe log '));
       expect(server.held, 'both seen while the server held the stream').to.equal('The log ');
       expect((await h.row(id)).messages.map((m: any) => m.role), 'nothing of the answer stored yet').to.deep.equal(['user', 'assistant', 'tool']);
@@ -129,6 +130,8 @@ describe('streaming, the model-call log and the spending limit', function () {
     let release!: () => void;
     server.reset([{ cutAfter: 'The log has three lines and ' }]);
     server.streamHolds = [new Promise<void>((r) => (release = r))];
+    let start!: () => void;
+    server.streamStart = new Promise<void>((r) => (start = r));
     const { admin, opsUrl } = h.harper;
     const child = spawn(process.execPath, [CLI, 'prompt', 'what is in logs/stream.log?'], { env: { PATH: process.env.PATH!, HARPER_AGENT_URL: opsUrl, HARPER_AGENT_USER: admin.username, HARPER_AGENT_PASSWORD: admin.password }, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
@@ -137,9 +140,14 @@ describe('streaming, the model-call log and the spending limit', function () {
     child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
     const exited = new Promise<number | null>((resolve) => child.on('close', resolve));
     try {
+      // The CLI names the session, then follows it: the stream starts once a follower opened after that print is in
+      // (a piece published before the CLI subscribed would never reach it).
+      await followerOpen(await until('the CLI to name its session', () => /^session (\S+)$/m.exec(stdout)?.[1]));
+      start();
       // The first word reaches the CLI before the rest is written and the connection drops.
       await until(() => `the first word; the CLI printed ${JSON.stringify(stdout)}`, () => stdout.endsWith('\nThe '));
     } finally {
+      start();
       release();
     }
     expect(await exited).to.equal(1);
@@ -155,8 +163,11 @@ describe('streaming, the model-call log and the spending limit', function () {
       this.timeout(60_000);
       expect((await h.setConfig({ ...providerSettings(provider, server), stream: true })).status).to.equal(200);
       let release!: () => void;
+      let start!: () => void;
       server.reset([{ text: 'Reading it.', toolCalls: [{ name: 'read_file', arguments: { root: 'logs', path: 'stream.log' } }] }, { text: ANSWER }]);
       server.streamHolds = [Promise.resolve(), Promise.resolve(), new Promise<void>((r) => (release = r))];
+      // The model writes once this test follows the session: live pieces are published, never kept.
+      server.streamStart = new Promise<void>((r) => (start = r));
       const { admin, opsUrl } = h.harper;
       const client = new AgentClient({ url: opsUrl, username: admin.username, password: admin.password });
       const started = await h.op({ operation: 'agent_prompt', message: 'what is in logs/stream.log?' });
@@ -165,6 +176,7 @@ describe('streaming, the model-call log and the spending limit', function () {
       const live: any[] = [];
       try {
         for await (const { event, data } of client.events(id, 0, stop.signal)) {
+          if (event === 'session') start();
           if (event !== 'live') continue;
           live.push(data);
           if (data.kind === 'toolCall') break;
@@ -173,17 +185,32 @@ describe('streaming, the model-call log and the spending limit', function () {
         expect((await h.row(id)).messages, 'nothing of the call stored yet').to.have.length(1);
       } finally {
         stop.abort();
+        start();
         release();
       }
       const call = live.at(-1);
       expect(call).to.deep.include({ kind: 'toolCall', index: 1 });
       expect(call.toolCall).to.deep.include({ name: 'read_file', arguments: { root: 'logs', path: 'stream.log' } });
-      expect(live.filter((e) => e.kind === 'text').map((e) => e.text).join('')).to.equal('Reading it.');
+      const text = live.filter((e) => e.kind === 'text');
+      expect(text.map((e) => e.text).join('')).to.equal('Reading it.');
+      // Each piece says how much text came before it.
+      expect(text.map((e) => e.at)).to.deep.equal(text.map((_, i) => text.slice(0, i).reduce((n, e) => n + e.text.length, 0)));
       const s = await h.waitForSession(id);
       expect(s.status, s.lastError).to.equal('completed');
       // The call id the feed showed is the one stored (Ollama's calls get theirs from the backend).
       expect(s.messages[1].toolCalls.map((c: any) => c.id)).to.deep.equal([call.toolCall.id]);
     });
+  }
+
+  /** Opens a follower of session `id` and waits for its first event (the subscription is in), then closes it. */
+  async function followerOpen(id: string) {
+    const stop = new AbortController();
+    const client = new AgentClient({ url: h.harper.opsUrl, username: h.harper.admin.username, password: h.harper.admin.password });
+    try {
+      for await (const { event } of client.events(id, 0, stop.signal)) if (event === 'session') break;
+    } finally {
+      stop.abort();
+    }
   }
 
   /** Runs `script` once streaming and once not, from a fresh session each; returns both outcomes. */

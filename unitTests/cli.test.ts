@@ -1,5 +1,7 @@
 // The CLI's pure parts: connection settings, SSE parsing, key=value parsing, and the exact lines it prints.
 import { expect } from 'chai';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { CONFIG_KEYS } from '../agent/agent.js';
 import { CliError, connectionFrom, EXIT, httpFailure, parseEvent } from '../cli/client.js';
 import { main, parseAssignments } from '../cli/main.js';
@@ -152,6 +154,37 @@ describe('CLI', () => {
     quiet.update('running', 1, 1);
     quiet.stop();
     expect(pipe).to.deep.equal([]);
+  });
+
+  it('prints a streamed answer as it comes, and a call it joined after the first piece only once stored, whole', async () => {
+    // Harper's side of one prompt: the answer to agent_prompt, then the session's event stream as `events` lists it.
+    const answer = 'The log has three lines.';
+    const header = (status: string, messageCount: number) => ({ session_id: 's1', status, lastError: null, pendingApprovals: [], messageCount, bytes: 0 });
+    const stream = (live: object[]) => [
+      ['session', { session: header('running', 1), messages: [{ index: 0, role: 'user', content: 'hi', bytes: 2 }] }],
+      ...live.map((e) => ['live', { call: 'c1', index: 1, ...e }]),
+      ['session', { session: header('completed', 2), messages: [{ index: 1, role: 'assistant', content: answer, bytes: answer.length }] }],
+    ];
+    const printed = async (events: unknown[][]) => {
+      const server = createServer((req, res) => {
+        if (req.method === 'POST') return res.end(JSON.stringify({ session_id: 's1', messageIndex: 0 }));
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.end(events.map(([event, data]) => `event: ${event}\ndata: ${JSON.stringify(data)}\n\n`).join(''));
+      });
+      await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+      const out: string[] = [];
+      const io = { stdout: { write: (s: string) => out.push(s) }, stderr: { write: () => true }, env: { HARPER_AGENT_URL: `http://127.0.0.1:${(server.address() as AddressInfo).port}/` } };
+      try {
+        expect(await main(['prompt', 'hi'], io)).to.equal(EXIT.ok);
+      } finally {
+        server.close();
+      }
+      return out.join('');
+    };
+    // From its first piece: printed live, not again at the end.
+    expect(await printed(stream([{ kind: 'text', at: 0, text: 'The log ' }, { kind: 'text', at: 8, text: 'has three lines.' }, { kind: 'end', failed: false }]))).to.equal(`session s1\n${answer}\n`);
+    // Joined after the first piece (`at` 8): nothing of it live, the stored answer once, whole.
+    expect(await printed(stream([{ kind: 'text', at: 8, text: 'has three lines.' }, { kind: 'end', failed: false }]))).to.equal(`session s1\n${answer}\n`);
   });
 
   it('prints help, and a usage error for an unknown command (exit 2)', async () => {

@@ -97,20 +97,20 @@ describe('errors met in a stream', () => {
 });
 
 describe('the live writer', () => {
-  it('gathers text for up to 100 ms, sends a tool call at once after the text before it, then the end', async () => {
+  it('gathers text for up to 100 ms, each piece with how much text came before it; sends a tool call at once after the text before it, then the end', async () => {
     const sent: LiveEvent[] = [];
     const w = new LiveWriter((e) => sent.push(e), 'c1', 3);
     w.onEvent({ type: 'text', text: 'The ' });
     w.onEvent({ type: 'text', text: 'log ' });
     expect(sent).to.deep.equal([]);
     await new Promise((r) => setTimeout(r, LIVE_TEXT_EVERY_MS + 30));
-    expect(sent).to.deep.equal([{ kind: 'text', call: 'c1', index: 3, text: 'The log ' }]);
+    expect(sent).to.deep.equal([{ kind: 'text', call: 'c1', index: 3, at: 0, text: 'The log ' }]);
     w.onEvent({ type: 'text', text: 'has' });
     w.onEvent({ type: 'toolCall', call: { id: 't1', name: 'read_file', arguments: { path: 'x' } } });
     w.close(false);
     w.onEvent({ type: 'text', text: 'late' });
     expect(sent.slice(1)).to.deep.equal([
-      { kind: 'text', call: 'c1', index: 3, text: 'has' },
+      { kind: 'text', call: 'c1', index: 3, at: 8, text: 'has' },
       { kind: 'toolCall', call: 'c1', index: 3, toolCall: { id: 't1', name: 'read_file', arguments: { path: 'x' } } },
       { kind: 'end', call: 'c1', index: 3, failed: false },
     ]);
@@ -243,7 +243,7 @@ describe('the loop records model calls and keeps to the spending limits', () => 
     expect(s.messages.map((m) => m.content)).to.deep.equal(['hi', 'Hello there']);
     const shown = live.filter(([id]) => id === s.session_id).map(([, e]) => e);
     expect(shown.map((e) => ({ ...e, call: '' }))).to.deep.equal([
-      { kind: 'text', call: '', index: 1, text: 'Hello there' },
+      { kind: 'text', call: '', index: 1, at: 0, text: 'Hello there' },
       { kind: 'end', call: '', index: 1, failed: false },
     ]);
     const again = await prompt(h, 'more', s.session_id);

@@ -305,6 +305,7 @@ export class ProviderServer {
     this.discovery = undefined;
     this.discoveries.length = 0;
     this.streamHolds = [];
+    this.streamStart = undefined;
   }
 
   private async handle(req: IncomingMessage, res: ServerResponse) {
@@ -385,6 +386,9 @@ export class ProviderServer {
   /** Streams are held after each piece of text, then after each tool call, until the next of these settles (a test
    * looks at what followers show meanwhile); none left, none held. */
   streamHolds: Promise<void>[] = [];
+  /** Every stream waits for this before its first piece (a test opens its follower first: live pieces are never
+   * kept, so one published before a follower subscribed never reaches it). */
+  streamStart?: Promise<void>;
   /** Set while a stream is held: the text sent so far (and `→name` when held after a tool call). */
   held?: string;
 
@@ -393,6 +397,7 @@ export class ProviderServer {
     const wire = streamWire(provider, model, Math.ceil(bytes / 4));
     res.writeHead(200, { 'content-type': wire.contentType, ...(provider === 'anthropic' ? { 'request-id': id('req') } : {}) });
     for (const frame of wire.start()) res.write(frame);
+    await this.streamStart;
     const text = 'cutAfter' in turn ? turn.cutAfter : 'overflowAfter' in turn ? turn.overflowAfter : 'text' in turn && typeof turn.text === 'string' ? turn.text : '';
     const pieces = text.split(/(?<=\s)/).filter(Boolean);
     let sent = '';
