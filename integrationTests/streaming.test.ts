@@ -58,7 +58,9 @@ describe('streaming, the model-call log and the spending limit', function () {
     server.reset([READ, { text: ANSWER }]);
     // Not held after the first call's tool call; held after the answer's first word and after its second.
     server.streamHolds = [Promise.resolve(), ...[0, 1].map(() => new Promise<void>((r) => releases.push(r)))];
-    const releaseAll = () => releases.forEach((r) => r());
+    let start!: () => void;
+    server.streamStart = new Promise<void>((r) => (start = r));
+    const releaseAll = () => (start(), releases.forEach((r) => r()));
 
     const { admin, opsUrl } = h.harper;
     const child = spawn(process.execPath, [CLI, 'prompt', 'what is in logs/stream.log?'], {
@@ -73,6 +75,9 @@ describe('streaming, the model-call log and the spending limit', function () {
     let browser: Browser | undefined;
     try {
       const id = await until('the CLI to name its session', () => /^session (\S+)$/m.exec(stdout)?.[1]);
+      // The model writes once a follower opened after the CLI's print is in (see the test below).
+      await followerOpen(id);
+      start();
       // The server sent the answer's first word and holds the rest back.
       expect(await until('the stream to be held', () => server.held)).to.equal('The ');
       await until(() => `the CLI to print the first word; it printed ${JSON.stringify(stdout)}`, () => /\n {2}→ read_file \{"root":"logs","path":"stream\.log"\}\n {2}← read_file \d+ bytes\nThe $/.test(stdout));
