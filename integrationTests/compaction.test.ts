@@ -12,7 +12,7 @@ import { providerSettings, writeBigLog } from './recoveryScenarios.js';
 
 const LIMIT = 160_000;
 /** Prompts in each long session. */
-const PROMPTS = 60;
+const PROMPTS = 40;
 
 describe('compaction: a session never dies of its length', function () {
   this.timeout(900_000);
@@ -60,9 +60,9 @@ describe('compaction: a session never dies of its length', function () {
     return summaries.length;
   }
 
-  // 60 prompts show what 300 did (the same compaction, again and again: a summary call every page or two); the bench's
+  // 40 prompts show what 300 did (the same compaction, again and again: a summary call every page or two); the bench's
   // long-session row goes to 1,000.
-  it('openai: 60 prompts of three pages each in one session, a 160 KB server: all complete, bounded, at most one rejection', async () => {
+  it(`openai: ${PROMPTS} prompts of three pages each in one session, a 160 KB server: all complete, bounded, at most one rejection`, async () => {
     const { h } = suite;
     const { id, requests, started } = await longSession('openai', PROMPTS);
     const summaries = bounded('openai', PROMPTS, requests, started);

@@ -5,6 +5,7 @@ import { request as httpRequest } from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { freePort, startHarper, type HarperOptions, type RunningHarper } from '../scripts/harper.js';
+import { copyTemplate, templateRoot } from './templateRoot.js';
 
 export interface OpResult<T = any> {
   status: number;
@@ -179,6 +180,10 @@ export class TestHarper {
 
 export async function bootHarper(extra: Partial<HarperOptions> = {}): Promise<TestHarper> {
   const rootPath = extra.rootPath ?? mkdtempSync(path.join(os.tmpdir(), 'harper-agent-it-'));
+  // The default boot starts from the run's installed template root (templateRoot.ts), not from nothing.
+  const plain = !extra.rootPath && (extra.mode ?? 'dev') === 'dev' && !extra.admin && !extra.env?.REPLICATION_HOSTNAME;
+  const template = plain ? await templateRoot() : undefined;
+  if (template) copyTemplate(template, rootPath);
   const options: HarperOptions = {
     rootPath,
     httpPort: await freePort(),

@@ -16,17 +16,24 @@ export const DEV_ADMIN = { username: 'admin', password: 'harper-agent' };
  * (seen: an operations port equal to another instance's MQTT port). */
 const handedOut = new Set<number>();
 
+/** A port nothing listens on. Under `npm test` each lane has its own range below the kernel's ephemeral ports
+ * (TEST_PORTS, "from-to", set by scripts/test.ts): a port the OS picked for listen(0) is free only until it is bound,
+ * and in that gap another lane's listen(0), or any outgoing connection's local port, could take it. */
 export async function freePort(): Promise<number> {
-  for (;;) {
-    const port = await new Promise<number>((resolve, reject) => {
+  const range = /^(\d+)-(\d+)$/.exec(process.env.TEST_PORTS ?? '');
+  for (let next = range ? Number(range[1]) : 0; ; next += range ? 1 : 0) {
+    if (range && next > Number(range[2])) throw new Error(`no free port left in TEST_PORTS ${process.env.TEST_PORTS}`);
+    if (next && handedOut.has(next)) continue;
+    const port = await new Promise<number>((resolve) => {
       const s = createServer();
-      s.once('error', reject);
-      s.listen(0, '127.0.0.1', () => {
+      s.once('error', () => resolve(0));
+      // No host: the wildcard address, which fails if anything listens on the port at any address.
+      s.listen(next, () => {
         const { port } = s.address() as { port: number };
         s.close(() => resolve(port));
       });
     });
-    if (handedOut.has(port)) continue;
+    if (!port || handedOut.has(port)) continue;
     handedOut.add(port);
     return port;
   }
@@ -123,8 +130,16 @@ export async function startHarper(o: HarperOptions, readyTimeoutMs = 60_000): Pr
     httpUrl: `http://127.0.0.1:${o.httpPort}/`,
     rootPath: o.rootPath,
     admin,
-    stop: (signal = 'SIGTERM') => stopHarper(child, signal),
+    stop: (signal = 'SIGTERM') => ((stopping = true), stopHarper(child, signal)),
   };
+  // A Harper that dies on its own fails every test after it with ECONNREFUSED, and its output file goes with its
+  // root: say why while the file is there.
+  let stopping = false;
+  child.once('exit', (code, signal) => {
+    if (stopping || out === 'inherit') return;
+    const tail = readFileSync(o.output!, 'utf8').split('\n').slice(-40).join('\n');
+    process.stderr.write(`Harper PID ${child.pid} (root ${o.rootPath}) exited (${signal ?? `code ${code}`}) without being stopped; the end of its output:\n${tail}\n`);
+  });
   const readyWhen = o.readyWhen ?? (component ? 'agent' : 'harper');
   const probe = JSON.stringify({ operation: readyWhen === 'agent' ? 'get_agent_config' : 'describe_all' });
   const deadline = Date.now() + readyTimeoutMs;

@@ -58,7 +58,9 @@ function runLane(n: number, files: string[], summaryFile: string): Promise<{ cod
   const color = process.stdout.isTTY ? '--color' : '--no-color';
   const child = spawn(process.execPath, [mocha, '--config', '.mocharc.json', color, ...files], {
     cwd: REPO,
-    env: { ...process.env, MOCHA_SUMMARY_FILE: summaryFile },
+    // One installed Harper root for every lane to copy (integrationTests/templateRoot.ts), gone with the work folder.
+    // Ports of its own (scripts/harper.ts freePort), below the kernel's ephemeral range (32768 on).
+    env: { ...process.env, MOCHA_SUMMARY_FILE: summaryFile, HARPER_TEMPLATE_DIR: path.join(path.dirname(summaryFile), 'template'), TEST_PORTS: `${20_000 + n * 1000}-${20_999 + n * 1000}` },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const prefix = `${n} | `;
