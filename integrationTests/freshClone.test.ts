@@ -59,7 +59,9 @@ describe('a fresh clone, as a new operator uses it', function () {
       opsUrl = `http://127.0.0.1:${opsPort}/`;
       httpUrl = `http://127.0.0.1:${httpPort}/`;
       // Its own process group, so the test can stop npm, the start script and Harper together.
-      npm = spawn('npm', ['start'], { cwd: clone, detached: true, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ROOTPATH: root, HTTP_PORT: String(httpPort), OPERATIONSAPI_NETWORK_PORT: String(opsPort) } });
+      // Not the lane's port range (TEST_PORTS): npm start would hand out the test's two ports again for its others.
+      const { TEST_PORTS: _lane, ...env } = process.env;
+      npm = spawn('npm', ['start'], { cwd: clone, detached: true, stdio: ['ignore', 'pipe', 'pipe'], env: { ...env, ROOTPATH: root, HTTP_PORT: String(httpPort), OPERATIONSAPI_NETWORK_PORT: String(opsPort) } });
       npm.stdout!.on('data', (d: Buffer) => (output += d.toString()));
       npm.stderr!.on('data', (d: Buffer) => (output += d.toString()));
       const deadline = Date.now() + 240_000;
