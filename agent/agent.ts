@@ -3,6 +3,7 @@
 // those (agent/configStore.ts keeps them).
 import { readFileSync } from 'node:fs';
 import AjvModule from 'ajv';
+import type { Price } from './modelCatalog.js';
 
 const Ajv = AjvModule.default ?? AjvModule;
 
@@ -53,7 +54,7 @@ export interface AgentConfig {
   stream: boolean;
   maxCostUsd?: number;
   maxSessionCostUsd?: number;
-  prices?: Record<string, { inputPerMTokens: number; outputPerMTokens: number }>;
+  prices?: Record<string, Price>;
 }
 
 export const CONFIG_KEYS = Object.keys(CONFIG_SCHEMA.properties) as (keyof AgentConfig)[];

@@ -1,5 +1,5 @@
 // Where the agent runs, told to the model in the system prompt so "what Harper version is this?" needs no tool call
-// (system_information has the OS and Node, not Harper's own version). Read once per process; the time is the run's.
+// (system_information has the OS and Node, not Harper's own version). Read once per process.
 import { existsSync, readFileSync, realpathSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -48,12 +48,13 @@ export function hostEnvironment(agentVersion: string, node: string | null): Host
   };
 }
 
-/** The block the system prompt ends with: a few hundred bytes, the same for every request of one run. */
-export function environmentBlock(env: HostEnvironment, runStartedAt: Date): string {
+/** The block the system prompt ends with: a few hundred bytes, the same for every request of a session (the time a
+ * prompt was sent goes with the prompt: agent/context/request.ts). */
+export function environmentBlock(env: HostEnvironment): string {
   return [
     '=== Where you run ===',
     `Harper ${env.harper ?? '(version unknown)'}${env.node ? ` on node ${env.node}` : ''}${env.threads !== null ? `, ${env.threads} worker thread${env.threads === 1 ? '' : 's'}` : ''}.`,
     `${env.os}, Node.js ${env.nodeVersion}. Harper Agent ${env.agent}.`,
-    `This run started at ${runStartedAt.toISOString().replace(/\.\d{3}Z$/, 'Z')} (UTC).`,
+    'Each prompt ends with the time it was sent, [sent <UTC time>].',
   ].join('\n');
 }

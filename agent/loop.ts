@@ -10,15 +10,15 @@ import type { GenerateInput, GenerateOutput, Message, ModelBackend, ToolCall, To
 import type { AgentConfig } from './agent.js';
 import { COMPACTION_SYSTEM, compactionContent, compactionSizes, digest, planCompaction, requestMessages, segmentBlocks, splitParts, summaryPrompt, type CompactionPlan, type CompactionRecord, type CompactionSizes, type StoredMessage } from './compaction.js';
 import { contextBudget, estimateTokens, LEARNED_MARGIN, type Budget, type ContextLimits, type ModelTarget } from './contextBudget.js';
-import { callRecords, costOf, priceOf, RunMeter, totals, usd, type ModelCallLog } from './modelCalls.js';
+import { callRecords, costOf, priceOf, RunMeter, totals, usd, type Billed, type ModelCallLog } from './modelCalls.js';
 import { LiveWriter, type LiveEvent } from './sessionFeed.js';
 import { tokenCounter, type TokenCounter } from './tokenCount.js';
 import { RunSupersededError, SessionNotFoundError, workingSetCuts, type RunGuard, type Session, type SessionHeader, type SessionStore } from './session.js';
-import { systemPrompt } from './systemPrompt.js';
 import type { ToolRegistry } from './tools/index.js';
 import type { Scopes } from './tools/scopes.js';
 import { isDestructive, ToolError, type ToolContext } from './tools/types.js';
-import { environmentBlock, type HostEnvironment } from './environment.js';
+import { type HostEnvironment } from './environment.js';
+import { buildRequest, cacheMarksFor } from './context/request.js';
 import { dueTime, FollowupError, type FireOutcome, type Followup, type Followups } from './followups.js';
 import { workerIndex } from './threadProbe.js';
 
@@ -100,8 +100,8 @@ export interface TurnRequest {
   counter?: TokenCounter;
   /** The system prompt's and tool list's tokens: the part of every request compaction cannot shrink (counted once). */
   fixedTokens?: number;
-  /** Where the agent runs (environmentBlock), rendered once when the run started so every request's system prompt is the same. */
-  environment?: string;
+  /** Mark the cached prefix (cacheMarksFor: the API caches only at marks, and the model can). */
+  cacheMarks?: boolean;
 }
 
 /** The model on the server this run talks to: what is reported or learned about a window is kept per server. */
@@ -111,16 +111,9 @@ const target = (req: TurnRequest): ModelTarget => ({ provider: req.backend.provi
 const budgetOf = (deps: LoopDeps, req: TurnRequest) =>
   contextBudget(req.config, target(req), deps.limits, req.backend.reportedWindow && (() => req.backend.reportedWindow!(req.model, req.signal)));
 
+/** The next request for a session: agent/context/request.ts decides what it holds. */
 function buildInput(deps: LoopDeps, session: Session, req: TurnRequest): GenerateInput {
-  return {
-    system: systemPrompt(req.config.systemPromptAppend, req.environment),
-    // What the model sees (the newest summary, then what it kept whole), every tool call answered, so a backend can
-    // send it as it is.
-    messages: answeredTranscript(requestMessages(session.messages)),
-    tools: deps.tools.specs(),
-    model: req.model,
-    maxTokens: req.config.maxTokens,
-  };
+  return buildRequest(session.messages, { config: req.config, model: req.model, tools: deps.tools.specs(), environment: deps.environment, sessionId: session.session_id, cacheMarks: req.cacheMarks });
 }
 
 /** A conversation at least this large that gets a `length` finish with nothing produced is taken as overflowed. */
@@ -204,8 +197,8 @@ export async function checkSpend(deps: LoopDeps, session: Session, req: TurnRequ
       `A spending limit is set (agent.${maxCostUsd !== undefined ? 'maxCostUsd' : 'maxSessionCostUsd'}) but no price is known for ${req.backend.provider} model ${req.model}, so nothing was sent. Set its price in agent.prices (e.g. {"${req.model}":{"inputPerMTokens":0,"outputPerMTokens":0}}), or unset the limit.`
     );
   }
-  const next = costOf(priced.price, estimate, req.config.maxTokens);
   const sessionCalls = deps.calls ? await deps.calls.list({ session_id: session.session_id }) : [];
+  const next = costOf(priced.price, nextCallTokens(sessionCalls, estimate, req.config.maxTokens));
   // The prompt's calls: those since its message was accepted (an approval resumes the same prompt).
   const promptAt = [...session.messages].reverse().find((m) => m.role === 'user')?.at ?? 0;
   const promptCalls = sessionCalls.filter((c) => c.at >= promptAt);
@@ -221,6 +214,20 @@ export async function checkSpend(deps: LoopDeps, session: Session, req: TurnRequ
       `${what} has spent ${usd(spent)} in ${requests} model request(s); the next call could cost up to ${usd(next)} (about ${estimate} input tokens and up to agent.maxTokens ${req.config.maxTokens} output tokens at ${priced.source} prices), which would cross ${key} (${usd(limit)}). Nothing more was sent. To go on: raise ${key} (harper-agent config ${key.slice(6)}=<dollars>) and send a new prompt.`
     );
   }
+}
+
+/**
+ * What the next call could be billed, for the spending limits: its estimated input, and agent.maxTokens of output.
+ * Where this session's provider has reported cache reads, the input the previous request sent is taken as read from
+ * the cache (the request repeats it byte for byte unless a cut or a compaction came between) and the rest as written
+ * to it (the dearer of the two where the API charges writes); otherwise all of it at the input price.
+ */
+export function nextCallTokens(sessionCalls: readonly { inputTokens: number | null; cacheReadTokens: number | null; errorClass: string | null }[], estimate: number, maxTokens: number): Billed {
+  const caching = sessionCalls.some((c) => (c.cacheReadTokens ?? 0) > 0);
+  const previous = [...sessionCalls].reverse().find((c) => !c.errorClass && c.inputTokens !== null);
+  if (!caching || !previous) return { input: estimate, output: maxTokens };
+  const cacheRead = Math.min(previous.inputTokens!, estimate);
+  return { input: estimate, output: maxTokens, cacheRead, cacheWrite: estimate - cacheRead };
 }
 
 /** A model's answer and the session as it was sent. */
@@ -600,8 +607,8 @@ async function turnRequest(deps: LoopDeps, config: AgentConfig, guard: RunGuard,
     errors: providerErrors,
     meter,
   });
-  const environment = deps.environment && environmentBlock(deps.environment, new Date());
-  return { backend, model, config, guard, signal, meter, counter: await tokenCounter(model), environment };
+  const cacheMarks = cacheMarksFor(registration.provider, priceOf(config, registration.provider, model)?.price.cacheReadPerMTokens !== undefined);
+  return { backend, model, config, guard, signal, meter, counter: await tokenCounter(model), cacheMarks };
 }
 
 /** compact_agent_session: everything the model sees becomes one summary (the newest prompt's turn too: the session is

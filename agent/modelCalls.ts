@@ -20,9 +20,13 @@ export interface ModelCallRecord {
   requestBytes: number;
   /** The response's HTTP status; null when none came (refused, reset, timed out). */
   status: number | null;
-  /** As the provider reported them; null when it did not (a failed request, a server that reports none). */
+  /** As the provider reported them; null when it did not (a failed request, a server that reports none). Input counts
+   * every input token, cached or not. */
   inputTokens: number | null;
   outputTokens: number | null;
+  /** Of the input, those read from and written to the provider's prompt cache; null when it did not say. */
+  cacheReadTokens: number | null;
+  cacheWriteTokens: number | null;
   /** From the request going out to the answer's last byte (a failed attempt: to its response). */
   latencyMs: number;
   /** For a failed request: context_window, rate_limit, auth, client, server, stream, network or timeout. */
@@ -100,7 +104,23 @@ export function priceOf(config: Pick<AgentConfig, 'prices'>, provider: string, m
 /** Dollars as operators read them: cents, or four places under a cent. */
 export const usd = (n: number) => `$${n < 0.01 ? n.toFixed(4) : n.toFixed(2)}`;
 
-export const costOf = (price: Price, inputTokens: number, outputTokens: number) => (inputTokens * price.inputPerMTokens + outputTokens * price.outputPerMTokens) / 1_000_000;
+/** Tokens as a provider bills them: input (cached or not), output, and of the input those read from and written to its
+ * prompt cache. */
+export interface Billed {
+  input: number;
+  output: number;
+  cacheRead?: number;
+  cacheWrite?: number;
+}
+
+/** What tokens cost: the uncached input at the input price, cache reads and writes at theirs (the input price where
+ * none is known), the output at the output price. */
+export function costOf(price: Price, t: Billed): number {
+  const read = t.cacheRead ?? 0;
+  const write = t.cacheWrite ?? 0;
+  const uncached = Math.max(0, t.input - read - write);
+  return (uncached * price.inputPerMTokens + read * (price.cacheReadPerMTokens ?? price.inputPerMTokens) + write * (price.cacheWritePerMTokens ?? price.inputPerMTokens) + t.output * price.outputPerMTokens) / 1_000_000;
+}
 
 /** How a model call ended, for its last request. */
 export interface CallEnd {
@@ -147,7 +167,9 @@ export function callRecords(
       outputTokens: reported ? reported.outputTokens : null,
       latencyMs: (last ? now : (s.respondedAt ?? now)) - s.started,
       errorClass: last ? (end.errorClass ?? null) : statusErrorClass(s.status),
-      costUsd: context.price ? (costInput !== null ? costOf(context.price, costInput, costOutput ?? 0) : 0) : null,
+      cacheReadTokens: reported?.cacheReadTokens ?? null,
+      cacheWriteTokens: reported?.cacheWriteTokens ?? null,
+      costUsd: context.price ? (costInput !== null ? costOf(context.price, { input: costInput, output: costOutput ?? 0, cacheRead: reported?.cacheReadTokens, cacheWrite: reported?.cacheWriteTokens }) : 0) : null,
       tokensEstimated: estimated,
       streamed: context.streamed,
       purpose: context.purpose ?? 'turn',
@@ -174,6 +196,8 @@ const plain = (r: ModelCallRecord): ModelCallRecord => ({
   status: r.status ?? null,
   inputTokens: r.inputTokens ?? null,
   outputTokens: r.outputTokens ?? null,
+  cacheReadTokens: r.cacheReadTokens ?? null,
+  cacheWriteTokens: r.cacheWriteTokens ?? null,
   latencyMs: r.latencyMs,
   errorClass: r.errorClass ?? null,
   costUsd: r.costUsd ?? null,
@@ -187,19 +211,27 @@ export interface CallTotals {
   failed: number;
   inputTokens: number;
   outputTokens: number;
+  /** Of inputTokens, read from and written to the provider's prompt cache. */
+  cacheReadTokens: number;
+  cacheWriteTokens: number;
+  /** cacheReadTokens / inputTokens: the share of the input billed at the cache-read price. */
+  cacheShare: number;
   costUsd: number;
   latencyMs: number;
 }
 
 export function totals(calls: readonly ModelCallRecord[]): CallTotals {
-  const t: CallTotals = { requests: calls.length, failed: 0, inputTokens: 0, outputTokens: 0, costUsd: 0, latencyMs: 0 };
+  const t: CallTotals = { requests: calls.length, failed: 0, inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, cacheShare: 0, costUsd: 0, latencyMs: 0 };
   for (const c of calls) {
     if (c.errorClass) t.failed++;
     t.inputTokens += c.inputTokens ?? 0;
     t.outputTokens += c.outputTokens ?? 0;
+    t.cacheReadTokens += c.cacheReadTokens ?? 0;
+    t.cacheWriteTokens += c.cacheWriteTokens ?? 0;
     t.costUsd += c.costUsd ?? 0;
     t.latencyMs += c.latencyMs;
   }
+  t.cacheShare = t.inputTokens ? Math.round((t.cacheReadTokens / t.inputTokens) * 1000) / 1000 : 0;
   return t;
 }
 

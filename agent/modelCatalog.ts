@@ -11,13 +11,15 @@ const CATALOG_PROVIDER: Record<string, string> = { openai: 'openai', anthropic: 
  * catalog lists it; unit-tested so a catalog update shows which can go.
  */
 export const NEWER_THAN_CATALOG: Record<string, { window: number; price: Price }> = {
-  'claude-sonnet-4-5': { window: 200_000, price: { inputPerMTokens: 3, outputPerMTokens: 15 } },
+  'claude-sonnet-4-5': { window: 200_000, price: { inputPerMTokens: 3, outputPerMTokens: 15, cacheReadPerMTokens: 0.3, cacheWritePerMTokens: 3.75 } },
 };
 
-/** US dollars per million tokens. */
+/** US dollars per million tokens; prompt-cache reads and writes at the input price where none is given. */
 export interface Price {
   inputPerMTokens: number;
   outputPerMTokens: number;
+  cacheReadPerMTokens?: number;
+  cacheWritePerMTokens?: number;
 }
 
 const catalogIds = (provider: string, model: string) => [CATALOG_PROVIDER[provider] ? `${CATALOG_PROVIDER[provider]}:${model}` : undefined, model].filter((id): id is string => !!id);
@@ -38,7 +40,10 @@ export function catalogPrice(provider: string, model: string): { price: Price; s
   for (const id of catalogIds(provider, model)) {
     const pricing = (getModelRaw(id) as { pricing?: Partial<Price> } | undefined)?.pricing;
     if (pricing && typeof pricing.inputPerMTokens === 'number' && typeof pricing.outputPerMTokens === 'number') {
-      return { price: { inputPerMTokens: pricing.inputPerMTokens, outputPerMTokens: pricing.outputPerMTokens }, source: `tokenlens ${id}` };
+      const price: Price = { inputPerMTokens: pricing.inputPerMTokens, outputPerMTokens: pricing.outputPerMTokens };
+      if (typeof pricing.cacheReadPerMTokens === 'number') price.cacheReadPerMTokens = pricing.cacheReadPerMTokens;
+      if (typeof pricing.cacheWritePerMTokens === 'number') price.cacheWritePerMTokens = pricing.cacheWritePerMTokens;
+      return { price, source: `tokenlens ${id}` };
     }
   }
   const newer = NEWER_THAN_CATALOG[model];

@@ -2,19 +2,18 @@
 // schema and its handler; errors carry the HTTP status the operator gets.
 import AjvModule from 'ajv';
 import { threadId } from 'node:worker_threads';
-import { environmentBlock } from './environment.js';
+import { buildRequest, cacheMarksFor, describeRequest, withWorkingSet } from './context/request.js';
 import { publicConfig } from './agent.js';
 import { ConfigChangeError, type ConfigChangeResult } from './configStore.js';
 import { contextBudget, estimateTokens } from './contextBudget.js';
-import { newestCompaction, planCompaction, requestMessages } from './compaction.js';
+import { newestCompaction, planCompaction, type StoredMessage } from './compaction.js';
 import { tokenCounter } from './tokenCount.js';
-import { systemPrompt } from './systemPrompt.js';
 import { trace, tracing } from './trace.js';
 import { activeRun, newRunner, startCompaction, startRun, type LoopDeps } from './loop.js';
 import { messageView } from './sessionFeed.js';
 import { Models } from '../resources/models/models.js';
 import { sessionSummary, SessionNotFoundError, type SessionHeader } from './session.js';
-import { totals } from './modelCalls.js';
+import { priceOf, totals } from './modelCalls.js';
 import type { Cluster, Via } from './cluster.js';
 import type { FollowupStatus } from './followups.js';
 import { Lifecycle } from './lifecycle.js';
@@ -146,13 +145,52 @@ export function createOperations(deps: OperationsDeps): Record<string, Operation
         const model = s.model ?? '';
         const budget = await contextBudget(deps.config(), { provider: s.provider, baseUrl: deps.config().baseUrl, model }, deps.limits);
         const counter = await tokenCounter(model);
-        const environment = deps.environment && environmentBlock(deps.environment, new Date());
-        const estimatedContextTokens = estimateTokens({ system: systemPrompt(deps.config().systemPromptAppend, environment), tools: deps.tools.specs(), messages: requestMessages(s.messages) }, counter);
+        const estimatedContextTokens = estimateTokens(buildRequest(s.messages, { config: deps.config(), model, tools: deps.tools.specs(), environment: deps.environment }), counter);
         // What its model calls used and cost so far (list_agent_model_calls has each request).
         const modelCalls = totals((await deps.calls?.list({ session_id: s.session_id })) ?? []);
         // Follow-ups still to come (list_agent_followups has the fired and cancelled ones too).
         const followups = (await deps.followups?.list({ session_id: s.session_id, status: 'pending' })) ?? [];
         return { ...s, estimatedContextTokens, estimatedWith: counter?.name ?? 'bytes / 3', contextBudget: budget, modelCalls, followups };
+      },
+    },
+
+    preview_agent_request: {
+      // The request the loop would send next, built by the same module (agent/context/request.ts): for a session as it
+      // is stored, with `message` as its next prompt (sent now), or for a new session. Each part's size, where the
+      // stable prefix ends, what is cut, and the request itself.
+      schema: object({ session_id: sessionId, message: { type: 'string', minLength: 1 } }, []),
+      async handle(input) {
+        const config = deps.config();
+        const s = input.session_id === undefined ? null : await mustGet(input.session_id as string);
+        const provider = config.provider;
+        const model = config.model ?? Models.get(provider)?.defaultModel ?? s?.model ?? '';
+        const stored: StoredMessage[] = [...(s?.messages ?? [])];
+        if (input.message !== undefined) stored.push({ role: 'user', content: input.message as string, at: Date.now() });
+        const priced = priceOf(config, provider, model);
+        const request = buildRequest(withWorkingSet(stored, config.workingSetBytes), {
+          config,
+          model,
+          tools: deps.tools.specs(),
+          environment: deps.environment,
+          sessionId: s?.session_id ?? '(new session)',
+          cacheMarks: cacheMarksFor(provider, priced?.price.cacheReadPerMTokens !== undefined),
+        });
+        const counter = await tokenCounter(model);
+        const estimatedTokens = estimateTokens(request, counter);
+        const budget = await contextBudget(config, { provider, baseUrl: config.baseUrl, model }, deps.limits);
+        return {
+          session_id: s?.session_id ?? null,
+          provider,
+          model,
+          ...describeRequest(request),
+          estimatedTokens,
+          estimatedWith: counter?.name ?? 'bytes / 3',
+          contextBudget: budget,
+          // Past agent.compactAtPercent of the budget: the loop compacts before sending (a summary call comes first).
+          compactionDue: !!(config.compaction && budget && estimatedTokens > Math.floor((budget.tokens * config.compactAtPercent) / 100)),
+          cacheMarks: request.cache?.marks ?? false,
+          request: { system: request.system, tools: request.tools.map((t) => t.name), messages: request.messages, maxTokens: request.maxTokens },
+        };
       },
     },
 

@@ -87,29 +87,43 @@ export function cutToHead(content: string, reason: string, advice: string): stri
   return truncateWithMarker(cursorFirst(content), SHRINK_THRESHOLD_BYTES, advice, reason);
 }
 
+/** A tool result cut to its 2 KiB head for `reason`: what the store writes, and what preview_agent_request shows. */
+export function cutMessage(m: Extract<Message, { role: 'tool' }>, reason: 'context' | 'workingSet'): StoredMessage {
+  const [text, advice] = reason === 'context' ? [SHRINK_REASON, SHRINK_ADVICE] : [WORKING_SET_REASON, WORKING_SET_ADVICE];
+  return plainMessage({ ...m, content: cutToHead(m.content, text, advice), cut: reason });
+}
+
+/** Once the working set overflows, it is cut down to this share of agent.workingSetBytes (the low-water mark). */
+export const WORKING_SET_LOW_WATER = 0.5;
+
 /**
- * The working set: which tool results (indices into `messages`) to cut before the next model call. Newest first,
- * results stay whole while the tool results of the request (whole ones, plus every older one at its 2 KiB head) fit
- * in `budgetBytes`; the newest result always stays whole. Results of at most 2 KiB are never picked, so a result cut
- * to its head (by the working set or a context-window shrink) is never cut again; one cut by the cap can be.
+ * The working set: which tool results (indices into `messages`) to cut to their 2 KiB heads before the next model call.
+ * Only results the model sees whole count (over 2 KiB: a head, or a small result, cannot be cut further). Nothing is
+ * cut while they fit in `budgetBytes`; once they do not, newest first, results stay whole while they fit in half of it
+ * (WORKING_SET_LOW_WATER) and every older one is cut. In batches, because a cut changes the request where the cut
+ * result sits and a provider's prompt cache then bills everything after it again: each cut clears at least half the
+ * budget, and the next pages are appended with nothing older changing. The request as a whole is bounded by compaction.
+ * The newest result always stays whole; one cut by the cap counts as whole (it can be cut to its head).
  */
+function lastToolIndex(messages: readonly StoredMessage[]): number {
+  for (let i = messages.length - 1; i >= 0; i--) if (messages[i]!.role === 'tool') return i;
+  return -1;
+}
+
 export function workingSetCuts(messages: readonly StoredMessage[], budgetBytes: number): number[] {
   // Only what the model sees counts: results a compaction summarized are in no request.
   const from = viewStart(messages);
-  const tools = messages.flatMap((m, i) => (m.role === 'tool' && i >= from ? [{ i, bytes: Buffer.byteLength(m.content) }] : []));
-  // What the results older than each one cost at most once cut: their head, or themselves when they are small.
-  let older = tools.reduce((sum, t) => sum + Math.min(t.bytes, SHRINK_THRESHOLD_BYTES), 0);
-  let whole = 0;
-  let full = false;
+  const whole = messages.flatMap((m, i) => (m.role === 'tool' && i >= from && Buffer.byteLength(m.content) > SHRINK_THRESHOLD_BYTES ? [{ i, bytes: Buffer.byteLength(m.content) }] : []));
+  const newestTool = whole.length && messages[messages.length - 1] ? lastToolIndex(messages) : -1;
+  if (whole.reduce((sum, t) => sum + t.bytes, 0) <= budgetBytes) return [];
+  const low = Math.floor(budgetBytes * WORKING_SET_LOW_WATER);
+  let kept = 0;
   const cuts: number[] = [];
-  for (let k = tools.length - 1; k >= 0; k--) {
-    const t = tools[k]!;
-    older -= Math.min(t.bytes, SHRINK_THRESHOLD_BYTES);
-    if (!full && (k === tools.length - 1 || whole + t.bytes + older <= budgetBytes)) whole += t.bytes;
-    else {
-      full = true; // once one result is cut, every older one is cut too: the newest stay whole, not the smallest
-      if (t.bytes > SHRINK_THRESHOLD_BYTES) cuts.push(t.i);
-    }
+  for (let k = whole.length - 1; k >= 0; k--) {
+    const t = whole[k]!;
+    // Once one result is cut, every older one is cut too: the newest stay whole, not the smallest.
+    if (cuts.length === 0 && (t.i === newestTool || kept + t.bytes <= low)) kept += t.bytes;
+    else cuts.push(t.i);
   }
   return cuts.reverse();
 }
@@ -435,7 +449,6 @@ export class SessionStore {
   /** The one path that cuts stored results: under the session's lock, the picked messages' records are rewritten
    * with a 2 KiB head and their cut reason; the row's bytes follow. */
   private async cutResults(id: string, guard: RunGuard | undefined, reason: 'context' | 'workingSet', pick: (messages: StoredMessage[]) => number[]): Promise<number> {
-    const [text, advice] = reason === 'context' ? [SHRINK_REASON, SHRINK_ADVICE] : [WORKING_SET_REASON, WORKING_SET_ADVICE];
     return this.withLock(id, async (exclusive) => {
       const row = (await this.tables.sessions().get(id)) as Record<string, unknown> | undefined;
       const header = toHeader(row);
@@ -450,7 +463,7 @@ export class SessionStore {
       await Promise.all(
         picked.map((index) => {
           const m = messages[index] as Extract<Message, { role: 'tool' }>;
-          const stored = plainMessage({ ...m, content: cutToHead(m.content, text, advice), cut: reason });
+          const stored = cutMessage(m, reason);
           header.bytes += jsonBytes(stored) - jsonBytes(m);
           keyed[index] = { ...keyed[index]!, message: stored };
           return this.putMessage(id, keyed[index]!.seq, stored, keyed[index]!.key);

@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { messageView, type LiveEvent, type MessageView } from '../agent/sessionFeed.js';
 import { AgentClient, CliError, connectionFrom, EXIT } from './client.js';
-import { approvalLines, callsTable, compactionLines, configLines, Progress, runLines, sessionsTable, transcript, type ApprovalView } from './render.js';
+import { approvalLines, callsTable, compactionLines, configLines, previewLines, Progress, runLines, sessionsTable, transcript, type ApprovalView } from './render.js';
 
 const HELP = `harper-agent: talk to the Harper Agent on a Harper instance
 
@@ -15,6 +15,8 @@ usage:
   harper-agent sessions [--limit N] [--status S] [--owner USER] [--title TEXT] [--cursor C]
                                                    list sessions, newest first, a page at a time
   harper-agent show ID [--full]                    a session's transcript (each message with its size) and model calls
+  harper-agent preview [ID] [--next "<prompt>"]    the request the agent would send next: each part's size, the
+                                                   stable prefix a provider's cache can hold, what is cut
   harper-agent compact ID                          replace what the model sees of a session by one summary (the
                                                    messages stay stored), between runs
   harper-agent cancel ID                           stop a session's run (and its pending follow-ups)
@@ -54,6 +56,7 @@ interface Flags {
   owner?: string;
   title?: string;
   cursor?: string;
+  next?: string;
   deny?: boolean;
   json?: boolean;
   full?: boolean;
@@ -70,6 +73,7 @@ const OPTIONS = {
   owner: { type: 'string' },
   title: { type: 'string' },
   cursor: { type: 'string' },
+  next: { type: 'string' },
   deny: { type: 'boolean' },
   json: { type: 'boolean' },
   full: { type: 'boolean' },
@@ -272,6 +276,12 @@ export async function run(argv: string[], io: Io): Promise<number> {
       needs(args, 1, 'cancel-followup FOLLOWUP');
       const answer = await client.op({ operation: 'cancel_agent_followup', followup_id: args[0] });
       print(`follow-up ${answer.followup_id} cancelled (it was due ${new Date(answer.dueAt).toISOString()})`, answer);
+      return EXIT.ok;
+    }
+    case 'preview': {
+      if (args.length > 1) throw new CliError(EXIT.usage, 'usage: harper-agent preview [ID] [--next "<prompt>"]');
+      const answer = await client.op({ operation: 'preview_agent_request', ...(args[0] ? { session_id: args[0] } : {}), ...(typeof flags.next === 'string' ? { message: flags.next } : {}) });
+      print(previewLines(answer), answer);
       return EXIT.ok;
     }
     case 'compact': {

@@ -211,13 +211,46 @@ export function configLines(answer: Record<string, unknown>): string {
 }
 
 /** A model-call record as `show` prints it. */
-export type CallView = Pick<ModelCallRecord, 'at' | 'host' | 'model' | 'requestBytes' | 'status' | 'inputTokens' | 'outputTokens' | 'latencyMs' | 'errorClass' | 'costUsd'>;
+export type CallView = Pick<ModelCallRecord, 'at' | 'host' | 'model' | 'requestBytes' | 'status' | 'inputTokens' | 'outputTokens' | 'latencyMs' | 'errorClass' | 'costUsd'> & Partial<Pick<ModelCallRecord, 'cacheReadTokens'>>;
 
-/** `show`: the session's model calls, one row per provider request, then the totals. */
-export function callsTable(calls: CallView[], t: Omit<CallTotals, 'failed'>): string {
+/** `show`: the session's model calls, one row per provider request (CACHED: the input read from the provider's prompt
+ * cache), then the totals with the cache's share of the input. */
+export function callsTable(calls: CallView[], t: Omit<CallTotals, 'failed' | 'cacheWriteTokens'>): string {
   if (calls.length === 0) return 'model calls: none sent to a provider';
-  const n = (v: number | null) => (v === null ? '–' : v.toLocaleString('en-US'));
-  const rows = calls.map((c) => [time(c.at), c.host, c.model, n(c.requestBytes), n(c.inputTokens), n(c.outputTokens), `${n(c.latencyMs)} ms`, c.status === null ? 'none' : String(c.status), c.errorClass ?? '', c.costUsd === null ? '–' : usd(c.costUsd)]);
-  const summary = `model calls: ${t.requests} request(s) · ${n(t.inputTokens)} input / ${n(t.outputTokens)} output tokens · ${n(t.latencyMs)} ms · ${usd(t.costUsd)}`;
-  return `${summary}\n${table(['AT (UTC)', 'HOST', 'MODEL', 'REQ BYTES', 'IN', 'OUT', 'LATENCY', 'STATUS', 'ERROR', 'COST'], rows, new Set([3, 4, 5, 6, 9]))}`;
+  const n = (v: number | null | undefined) => (v === null || v === undefined ? '–' : v.toLocaleString('en-US'));
+  const rows = calls.map((c) => [time(c.at), c.host, c.model, n(c.requestBytes), n(c.inputTokens), n(c.cacheReadTokens), n(c.outputTokens), `${n(c.latencyMs)} ms`, c.status === null ? 'none' : String(c.status), c.errorClass ?? '', c.costUsd === null ? '–' : usd(c.costUsd)]);
+  const cached = t.cacheReadTokens ? ` (${Math.round(t.cacheShare * 100)}% read from cache)` : '';
+  const summary = `model calls: ${t.requests} request(s) · ${n(t.inputTokens)} input${cached} / ${n(t.outputTokens)} output tokens · ${n(t.latencyMs)} ms · ${usd(t.costUsd)}`;
+  return `${summary}\n${table(['AT (UTC)', 'HOST', 'MODEL', 'REQ BYTES', 'IN', 'CACHED', 'OUT', 'LATENCY', 'STATUS', 'ERROR', 'COST'], rows, new Set([3, 4, 5, 6, 7, 10]))}`;
+}
+
+/** What preview_agent_request answers, as `preview` prints it. */
+export interface PreviewView {
+  session_id: string | null;
+  provider: string;
+  model: string;
+  parts: { part: string; bytes: number }[];
+  bytes: number;
+  messages: number;
+  stablePrefixBytes: number;
+  cut: { index: number; name: string; cut: string; bytes: number }[];
+  estimatedTokens: number;
+  contextBudget: { tokens: number; source: string } | null;
+  compactionDue: boolean;
+  cacheMarks: boolean;
+}
+
+/** `preview`: the next request's size by part, how much of it the previous request already sent, what is cut. */
+export function previewLines(p: PreviewView): string {
+  const n = (v: number) => v.toLocaleString('en-US');
+  const pct = (a: number) => (p.bytes ? `${Math.round((a / p.bytes) * 100)}%` : '0%');
+  const budget = p.contextBudget ? ` of a ${n(p.contextBudget.tokens)}-token budget (${p.contextBudget.source})` : ' (no window known)';
+  const rows = p.parts.map((x) => [x.part, `${n(x.bytes)} B`, pct(x.bytes)]);
+  return [
+    `next request ${p.session_id ? `of session ${p.session_id}` : 'of a new session'} (${p.provider} / ${p.model}): ${n(p.bytes)} bytes, ${n(p.messages)} messages, about ${n(p.estimatedTokens)} tokens${budget}`,
+    table(['PART', 'BYTES', 'SHARE'], rows, new Set([1, 2])),
+    `stable prefix: ${n(p.stablePrefixBytes)} B (${pct(p.stablePrefixBytes)}), what the previous request already sent; ${p.cacheMarks ? 'marked for the provider\'s cache' : 'cached by the provider without marks, where it caches'}`,
+    p.cut.length ? `cut: ${p.cut.map((c) => `#${c.index} ${c.name} (${c.cut}, ${n(c.bytes)} B)`).join(', ')}` : 'cut: nothing',
+    p.compactionDue ? 'compaction due: the agent compacts before sending this (a summary call first)' : 'compaction due: no',
+  ].join('\n');
 }

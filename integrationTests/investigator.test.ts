@@ -29,8 +29,12 @@ describe('the investigator knows where it runs and reads Harper\'s best practice
     const block = systems[0]!.slice(systems[0]!.indexOf('=== Where you run ==='));
     expect(block).to.match(new RegExp(`^=== Where you run ===\\nHarper ${HARPER_VERSION.replace(/\./g, '\\.')} on node \\S+, [1-9]\\d* worker threads?\\.\\n`));
     expect(block).to.include(`Node.js ${process.version}. Harper Agent ${AGENT_VERSION}.`);
-    const started = /This run started at (\S+) \(UTC\)\./.exec(block)![1]!;
-    expect(Math.abs(Date.parse(started) - Date.now())).to.be.below(60_000);
+    // The time goes with the prompt, not the system prompt (which stays the same for every request of a session).
+    expect(block).to.not.match(/\d{4}-\d\d-\d\dT/);
+    const prompt = server.requests[0]!.neutral.messages[0]!.text;
+    const sent = /^What Harper version is this\?\n\n\[sent (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)\]$/.exec(prompt)![1]!;
+    expect(Math.abs(Date.parse(sent) - Date.now())).to.be.below(60_000);
+    expect(Date.parse(sent)).to.equal(Math.floor(s.messages[0].at / 1000) * 1000);
     expect(s.messages.map((m: any) => m.role)).to.deep.equal(['user', 'assistant']);
     // get_agent_status answers the same facts for the operator.
     const status = (await h.op({ operation: 'get_agent_status' })).body;

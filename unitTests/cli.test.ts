@@ -106,17 +106,17 @@ describe('CLI', () => {
     const lines = callsTable(
       [
         { ...call, at: Date.UTC(2026, 11, 4, 4, 0, 0), status: 429, inputTokens: null, outputTokens: null, errorClass: 'rate_limit', costUsd: 0 },
-        { ...call, at: Date.UTC(2026, 11, 4, 4, 0, 1), status: 200, inputTokens: 3758, outputTokens: 210, errorClass: null, costUsd: 0.0018392 },
+        { ...call, at: Date.UTC(2026, 11, 4, 4, 0, 1), status: 200, inputTokens: 3758, cacheReadTokens: 3072, outputTokens: 210, errorClass: null, costUsd: 0.0018392 },
       ],
-      { requests: 2, inputTokens: 3758, outputTokens: 210, costUsd: 0.0018392, latencyMs: 1624 }
+      { requests: 2, inputTokens: 3758, outputTokens: 210, cacheReadTokens: 3072, cacheShare: 0.817, costUsd: 0.0018392, latencyMs: 1624 }
     ).split('\n');
     expect(lines).to.deep.equal([
-      'model calls: 2 request(s) · 3,758 input / 210 output tokens · 1,624 ms · $0.0018',
-      'AT (UTC)             HOST            MODEL         REQ BYTES     IN  OUT  LATENCY  STATUS  ERROR       COST',
-      '2026-12-04 04:00:00  api.openai.com  gpt-4.1-mini     15,030      –    –   812 ms  429     rate_limit  $0.0000',
-      '2026-12-04 04:00:01  api.openai.com  gpt-4.1-mini     15,030  3,758  210   812 ms  200                 $0.0018',
+      'model calls: 2 request(s) · 3,758 input (82% read from cache) / 210 output tokens · 1,624 ms · $0.0018',
+      'AT (UTC)             HOST            MODEL         REQ BYTES     IN  CACHED  OUT  LATENCY  STATUS  ERROR       COST',
+      '2026-12-04 04:00:00  api.openai.com  gpt-4.1-mini     15,030      –       –    –   812 ms  429     rate_limit  $0.0000',
+      '2026-12-04 04:00:01  api.openai.com  gpt-4.1-mini     15,030  3,758   3,072  210   812 ms  200                 $0.0018',
     ]);
-    expect(callsTable([], { requests: 0, inputTokens: 0, outputTokens: 0, costUsd: 0, latencyMs: 0 })).to.equal('model calls: none sent to a provider');
+    expect(callsTable([], { requests: 0, inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheShare: 0, costUsd: 0, latencyMs: 0 })).to.equal('model calls: none sent to a provider');
   });
 
   it('lists sessions in aligned columns, numbers right-aligned', () => {

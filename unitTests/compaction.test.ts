@@ -9,7 +9,8 @@ import { activeRun } from '../agent/loop.js';
 import { ModelCallLog } from '../agent/modelCalls.js';
 import { createOperations } from '../agent/operations.js';
 import type { Session } from '../agent/session.js';
-import { answeredTranscript, CURRENT_PROMPT_HEADING, ModelError, promptText } from '../resources/models/backendHelpers.js';
+import { answeredTranscript, CURRENT_PROMPT_HEADING, ModelError, promptText, sentLine } from '../resources/models/backendHelpers.js';
+import { buildRequest } from '../agent/context/request.js';
 import type { GenerateInput, GenerateOutput, Message } from '../resources/models/types.js';
 import { localBackend } from '../resources/models/localBackend.js';
 import { Models } from '../resources/models/models.js';
@@ -48,6 +49,8 @@ describe('compaction: what a request carries', () => {
 
   it('a local backend finds the prompt being answered inside a summary that restates it', () => {
     expect(promptText('plain prompt')).to.equal('plain prompt');
+    expect(promptText('plain prompt' + sentLine(Date.UTC(2026, 11, 6, 16, 4, 7, 250)))).to.equal('plain prompt');
+    expect(sentLine(Date.UTC(2026, 11, 6, 16, 4, 7, 250))).to.equal('\n\n[sent 2026-12-06T16:04:07Z]');
     expect(promptText(`[Summary]\nfound things\n\n${CURRENT_PROMPT_HEADING} (#12):\nsummarize logs/hdb.log\nplease`)).to.equal('summarize logs/hdb.log\nplease');
   });
 });
@@ -175,9 +178,10 @@ describe('compaction in the loop', () => {
     for (const x of summaries) expect([x.tools.length, x.messages.length, x.messages[0]!.role]).to.deep.equal([0, 1, 'user']);
     // The budget is 11,000 tokens; compaction starts at 75% (8,250): no turn request passes it after the first.
     for (const x of turns) expect(estimateTokens(x)).to.be.at.most(8_250 + 2_100);
-    // The last request is what the stored transcript says a request is (times aside: the store stamps them).
+    // The last request is what the stored transcript says a request is: the context module's, built again from it.
+    // (As JSON, times aside: the store stamps each message after its request was built, from the same clock.)
     const plain = (x: unknown) => JSON.parse(JSON.stringify(x, (k, v) => (k === 'at' ? undefined : v)));
-    expect(plain(turns.at(-1)!.messages)).to.deep.equal(plain(answeredTranscript(requestMessages(s.messages.slice(0, -1)))));
+    expect(plain(turns.at(-1)!.messages)).to.deep.equal(plain(buildRequest(s.messages.slice(0, -1), { config: { maxTokens: 1000 }, model: 'm', tools: [] }).messages));
     // A later compaction folds the earlier summary in.
     expect(summaries[1]!.messages[0]!.content).to.contain(`[summary so far, standing for messages #0-#${(records[0]!.m as CompactionRecord).keepFrom - 1}]`);
     // Every original message is still stored.

@@ -32,11 +32,11 @@ describe('the environment block', () => {
 
   it('is a few lines with the version, node, threads, OS, Node.js, the agent and the run\'s start in UTC, after the prompt and before the operator\'s text', () => {
     const env = { harper: '4.7.29', node: 'node-a', threads: 2, os: 'Linux 6.1.0 x64', nodeVersion: 'v20.19.0', agent: '0.1.0' };
-    const block = environmentBlock(env, new Date('2026-12-04T19:05:06.789Z'));
+    const block = environmentBlock(env);
     expect(block).to.equal(
-      '=== Where you run ===\nHarper 4.7.29 on node node-a, 2 worker threads.\nLinux 6.1.0 x64, Node.js v20.19.0. Harper Agent 0.1.0.\nThis run started at 2026-12-04T19:05:06Z (UTC).'
+      '=== Where you run ===\nHarper 4.7.29 on node node-a, 2 worker threads.\nLinux 6.1.0 x64, Node.js v20.19.0. Harper Agent 0.1.0.\nEach prompt ends with the time it was sent, [sent <UTC time>].'
     );
-    expect(environmentBlock({ ...env, harper: null, node: null, threads: 1 }, new Date(0))).to.match(/^=== Where you run ===\nHarper \(version unknown\), 1 worker thread\.\n/);
+    expect(environmentBlock({ ...env, harper: null, node: null, threads: 1 })).to.match(/^=== Where you run ===\nHarper \(version unknown\), 1 worker thread\.\n/);
     expect(Buffer.byteLength(block)).to.be.below(400);
     expect(systemPrompt('Be brief.', block)).to.equal(`${SYSTEM_PROMPT}\n\n${block}\n\n=== Operator instructions ===\nBe brief.`);
     expect(systemPrompt(undefined, undefined)).to.equal(SYSTEM_PROMPT);

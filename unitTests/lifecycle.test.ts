@@ -26,7 +26,7 @@ function setup(h: Harness) {
   return { ops, followupTable, callTable };
 }
 
-const call = (session_id: string, at: number, id = `${session_id}-${at}`): ModelCallRecord => ({ id, session_id, at, node: null, provider: 'p', host: 'h', model: 'm', requestBytes: 1, status: 200, inputTokens: 1, outputTokens: 1, latencyMs: 1, errorClass: null, costUsd: 0, tokensEstimated: false, streamed: false, purpose: 'turn' });
+const call = (session_id: string, at: number, id = `${session_id}-${at}`): ModelCallRecord => ({ id, session_id, at, node: null, provider: 'p', host: 'h', model: 'm', requestBytes: 1, status: 200, inputTokens: 1, outputTokens: 1, cacheReadTokens: null, cacheWriteTokens: null, latencyMs: 1, errorClass: null, costUsd: 0, tokensEstimated: false, streamed: false, purpose: 'turn' });
 
 async function prompt(ops: ReturnType<typeof createOperations>, message: string, session_id?: string): Promise<string> {
   const r = (await ops.agent_prompt.handle({ message, ...(session_id ? { session_id } : {}) }, user)) as { session_id: string };

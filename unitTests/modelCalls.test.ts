@@ -1,7 +1,8 @@
 import { expect } from 'chai';
 import { estimateTokens } from '../agent/contextBudget.js';
 import { activeRun } from '../agent/loop.js';
-import { callRecords, costOf, ModelCallLog, priceOf, RunMeter } from '../agent/modelCalls.js';
+import { callRecords, costOf, ModelCallLog, priceOf, RunMeter, totals } from '../agent/modelCalls.js';
+import { nextCallTokens } from '../agent/loop.js';
 import { createOperations } from '../agent/operations.js';
 import { LIVE_TEXT_EVERY_MS, LiveWriter, type LiveEvent } from '../agent/sessionFeed.js';
 import type { Session } from '../agent/session.js';
@@ -43,26 +44,45 @@ describe('model-call records', () => {
     ];
     const records = callRecords(sent, { usage: { inputTokens: 1000, outputTokens: 200 }, estimate: 5000 }, context);
     expect(records.map(({ id: _id, ...r }) => r)).to.deep.equal([
-      { session_id: 's1', at: 1000, node: 'n1', provider: 'anthropic', host: 'api.anthropic.com', model: 'm', requestBytes: 100, status: 429, inputTokens: null, outputTokens: null, latencyMs: 200, errorClass: 'rate_limit', costUsd: 0, tokensEstimated: false, streamed: true, purpose: 'turn' },
-      { session_id: 's1', at: 2000, node: 'n1', provider: 'anthropic', host: 'api.anthropic.com', model: 'm', requestBytes: 100, status: 529, inputTokens: null, outputTokens: null, latencyMs: 100, errorClass: 'server', costUsd: 0, tokensEstimated: false, streamed: true, purpose: 'turn' },
-      { session_id: 's1', at: 3000, node: 'n1', provider: 'anthropic', host: 'api.anthropic.com', model: 'm', requestBytes: 100, status: 200, inputTokens: 1000, outputTokens: 200, latencyMs: 7000, errorClass: null, costUsd: (1000 * 3 + 200 * 15) / 1e6, tokensEstimated: false, streamed: true, purpose: 'turn' },
+      { session_id: 's1', at: 1000, node: 'n1', provider: 'anthropic', host: 'api.anthropic.com', model: 'm', requestBytes: 100, status: 429, inputTokens: null, outputTokens: null, cacheReadTokens: null, cacheWriteTokens: null, latencyMs: 200, errorClass: 'rate_limit', costUsd: 0, tokensEstimated: false, streamed: true, purpose: 'turn' },
+      { session_id: 's1', at: 2000, node: 'n1', provider: 'anthropic', host: 'api.anthropic.com', model: 'm', requestBytes: 100, status: 529, inputTokens: null, outputTokens: null, cacheReadTokens: null, cacheWriteTokens: null, latencyMs: 100, errorClass: 'server', costUsd: 0, tokensEstimated: false, streamed: true, purpose: 'turn' },
+      { session_id: 's1', at: 3000, node: 'n1', provider: 'anthropic', host: 'api.anthropic.com', model: 'm', requestBytes: 100, status: 200, inputTokens: 1000, outputTokens: 200, cacheReadTokens: null, cacheWriteTokens: null, latencyMs: 7000, errorClass: null, costUsd: (1000 * 3 + 200 * 15) / 1e6, tokensEstimated: false, streamed: true, purpose: 'turn' },
     ]);
   });
 
   it('a successful call with no usage reported is costed from the estimate, and says so; a failed one costs nothing', () => {
     const sent = [{ url: 'http://127.0.0.1:8000/v1/chat/completions', bytes: 10, started: 0, status: 200 }];
     const [ok] = callRecords(sent, { estimate: 4000, outputEstimate: 100 }, context);
-    expect(ok).to.include({ inputTokens: null, outputTokens: null, tokensEstimated: true, host: '127.0.0.1:8000', costUsd: costOf(price, 4000, 100) });
+    expect(ok).to.include({ inputTokens: null, outputTokens: null, tokensEstimated: true, host: '127.0.0.1:8000', costUsd: costOf(price, { input: 4000, output: 100 }) });
     const [failed] = callRecords([{ ...sent[0]!, status: 400 }], { estimate: 4000, errorClass: 'context_window' }, context);
     expect(failed).to.include({ errorClass: 'context_window', costUsd: 0, tokensEstimated: false });
     const [unpriced] = callRecords(sent, { usage: { inputTokens: 1, outputTokens: 1 }, estimate: 1 }, { ...context, price: undefined });
     expect(unpriced!.costUsd).to.equal(null);
   });
 
+  it('cost: uncached input, cache reads and cache writes each at their price (the input price where none is known)', () => {
+    const priced = { inputPerMTokens: 3, outputPerMTokens: 15, cacheReadPerMTokens: 0.3, cacheWritePerMTokens: 3.75 };
+    // 10,000 input of which 8,000 read and 1,500 written: 500 at $3, 8,000 at $0.30, 1,500 at $3.75, 200 out at $15.
+    expect(costOf(priced, { input: 10_000, output: 200, cacheRead: 8_000, cacheWrite: 1_500 })).to.be.closeTo((500 * 3 + 8_000 * 0.3 + 1_500 * 3.75 + 200 * 15) / 1e6, 1e-12);
+    expect(costOf({ inputPerMTokens: 2, outputPerMTokens: 8 }, { input: 10_000, output: 0, cacheRead: 8_000 })).to.equal((10_000 * 2) / 1e6);
+    const [record] = callRecords([{ url: 'https://api.anthropic.com/v1/messages', bytes: 1, started: 0, status: 200 }], { usage: { inputTokens: 10_000, outputTokens: 200, cacheReadTokens: 8_000, cacheWriteTokens: 1_500 }, estimate: 1 }, { ...context, price: priced });
+    expect(record).to.include({ inputTokens: 10_000, cacheReadTokens: 8_000, cacheWriteTokens: 1_500, costUsd: costOf(priced, { input: 10_000, output: 200, cacheRead: 8_000, cacheWrite: 1_500 }) });
+    expect(totals([record!, { ...record!, inputTokens: 6_000, cacheReadTokens: 0 }])).to.include({ inputTokens: 16_000, cacheReadTokens: 8_000, cacheWriteTokens: 3_000, cacheShare: 0.5 });
+  });
+
+  it('the spending pre-check takes the previous request as read from the cache once the provider has reported cache reads', () => {
+    const call = (inputTokens: number, cacheReadTokens: number | null, errorClass: string | null = null) => ({ inputTokens, cacheReadTokens, errorClass });
+    expect(nextCallTokens([], 5_000, 1_000)).to.deep.equal({ input: 5_000, output: 1_000 });
+    expect(nextCallTokens([call(4_000, null)], 5_000, 1_000)).to.deep.equal({ input: 5_000, output: 1_000 });
+    expect(nextCallTokens([call(3_000, 2_000), call(4_000, 3_000)], 5_000, 1_000)).to.deep.equal({ input: 5_000, output: 1_000, cacheRead: 4_000, cacheWrite: 1_000 });
+    // A failed call is not the previous request; a request smaller than the last is all read.
+    expect(nextCallTokens([call(3_000, 2_000), call(9_000, null, 'context_window')], 2_500, 1_000)).to.deep.equal({ input: 2_500, output: 1_000, cacheRead: 2_500, cacheWrite: 0 });
+  });
+
   it('prices: agent.prices by provider:model, then by model, over the catalog; the catalog prices OpenAI and Anthropic models; local models have none', () => {
-    expect(priceOf({}, 'openai', 'gpt-4.1-mini')).to.deep.equal({ price: { inputPerMTokens: 0.4, outputPerMTokens: 1.6 }, source: 'tokenlens openai:gpt-4.1-mini' });
-    expect(priceOf({}, 'bedrock', 'anthropic.claude-3-5-sonnet-20240620-v1:0')?.price).to.deep.equal({ inputPerMTokens: 3, outputPerMTokens: 15 });
-    expect(priceOf({}, 'anthropic', 'claude-sonnet-4-5')).to.deep.equal({ price: { inputPerMTokens: 3, outputPerMTokens: 15 }, source: 'claude-sonnet-4-5, newer than the catalog' });
+    expect(priceOf({}, 'openai', 'gpt-4.1-mini')).to.deep.equal({ price: { inputPerMTokens: 0.4, outputPerMTokens: 1.6, cacheReadPerMTokens: 0.1 }, source: 'tokenlens openai:gpt-4.1-mini' });
+    expect(priceOf({}, 'bedrock', 'anthropic.claude-3-5-sonnet-20240620-v1:0')?.price).to.deep.equal({ inputPerMTokens: 3, outputPerMTokens: 15, cacheReadPerMTokens: 0.3, cacheWritePerMTokens: 3.75 });
+    expect(priceOf({}, 'anthropic', 'claude-sonnet-4-5')).to.deep.equal({ price: { inputPerMTokens: 3, outputPerMTokens: 15, cacheReadPerMTokens: 0.3, cacheWritePerMTokens: 3.75 }, source: 'claude-sonnet-4-5, newer than the catalog' });
     expect(priceOf({}, 'ollama', 'llama3.1:8b')).to.equal(undefined);
     const mine = { inputPerMTokens: 0, outputPerMTokens: 0 };
     expect(priceOf({ prices: { 'llama3.1:8b': mine } }, 'ollama', 'llama3.1:8b')).to.deep.equal({ price: mine, source: 'agent.prices' });

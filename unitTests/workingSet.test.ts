@@ -24,13 +24,18 @@ function page(startLine: number, offset: number, contentBytes: number) {
 }
 
 describe('working set', () => {
-  it('keeps the newest results whole while they and the older results at their 2 KiB head fit the budget', () => {
-    // Four 40 KiB results, 96 KiB: the newest two (80 KiB) plus two 2 KiB heads fit; a third whole one would not.
-    expect(workingSetCuts(transcript(40 * KiB, 40 * KiB, 40 * KiB, 40 * KiB), 96 * KiB)).to.deep.equal([at(0), at(1)]);
-    // A bigger budget keeps three whole.
-    expect(workingSetCuts(transcript(40 * KiB, 40 * KiB, 40 * KiB, 40 * KiB), 124 * KiB)).to.deep.equal([at(0)]);
+  it('cuts nothing while the results fit the budget; once they do not, cuts down to half of it, so the next pages only append', () => {
     // Everything fits: nothing is cut.
     expect(workingSetCuts(transcript(40 * KiB, 40 * KiB), 96 * KiB)).to.deep.equal([]);
+    // Four 40 KiB results pass 96 KiB: cut down to 48 KiB, the newest whole and three 2 KiB heads (46 KiB).
+    expect(workingSetCuts(transcript(40 * KiB, 40 * KiB, 40 * KiB, 40 * KiB), 96 * KiB)).to.deep.equal([at(0), at(1), at(2)]);
+    // In batches: the next page is appended with nothing cut (80 KiB whole and three heads fit 96 KiB) ...
+    const head = tool(2 * KiB, { cut: 'workingSet' });
+    expect(workingSetCuts(transcript(head, head, head, 40 * KiB, 40 * KiB), 96 * KiB)).to.deep.equal([]);
+    // ... and only the one after it cuts again, down to the newest.
+    expect(workingSetCuts(transcript(head, head, head, 40 * KiB, 40 * KiB, 40 * KiB), 96 * KiB)).to.deep.equal([at(3), at(4)]);
+    // A budget that holds three keeps one and a half of them after a cut: the newest whole, the one before cut.
+    expect(workingSetCuts(transcript(40 * KiB, 40 * KiB, 40 * KiB, 40 * KiB), 124 * KiB)).to.deep.equal([at(0), at(1), at(2)]);
   });
 
   it('keeps the newest result whole even when it alone is over the budget', () => {
@@ -64,9 +69,10 @@ describe('working set', () => {
     const s = await store.create({ user: 'u', provider: 'local', model: null });
     const pages = [page(1, 0, 30 * KiB), page(101, 30 * KiB, 30 * KiB), page(201, 60 * KiB, 30 * KiB), page(301, 90 * KiB, 30 * KiB)];
     await store.append(s.session_id, transcript(...pages.map((content) => ({ role: 'tool', toolCallId: 'c', name: 'read_file', content }) as Message)));
-    expect(await store.trimToWorkingSet(s.session_id, 72 * KiB)).to.equal(2);
+    // Over 72 KiB: cut down to 36 KiB, the newest page whole.
+    expect(await store.trimToWorkingSet(s.session_id, 72 * KiB)).to.equal(3);
     const back = (await store.get(s.session_id))!;
-    for (const n of [0, 1]) {
+    for (const n of [0, 1, 2]) {
       const m = back.messages[at(n)]!;
       expect((m as { cut?: string }).cut).to.equal('workingSet');
       expect(Buffer.byteLength(m.content)).to.be.at.most(2048).and.greaterThan(2000);
@@ -74,7 +80,6 @@ describe('working set', () => {
       expect(m.content.startsWith(`{"path":"logs/big.log","size":1000000,"offset":${cursor.offset},"startLine":${cursor.startLine},"endLine":${cursor.endLine},"nextLine":${cursor.nextLine},"nextOffset":${cursor.nextOffset},"content":"lll`)).to.equal(true);
       expect(m.content).to.match(new RegExp(`…\\[${WORKING_SET_REASON.replace(/[().]/g, '\\$&')}; full result is ${Buffer.byteLength(pages[n]!)} bytes\\. Ask for less: if you need this page again, read it again from its cursor above \\(path, offset, startLine\\)\\]$`));
     }
-    expect(back.messages[at(2)]!.content).to.equal(pages[2]);
     expect(back.messages[at(3)]!.content).to.equal(pages[3]);
     expect(back.bytes).to.equal(Buffer.byteLength(JSON.stringify(back.messages)));
     // Cut once: the same budget finds nothing more to cut.

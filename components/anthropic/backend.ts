@@ -1,6 +1,6 @@
 // The Anthropic backend: the Messages API with tools, through the official `@anthropic-ai/sdk`.
 import Anthropic from '@anthropic-ai/sdk';
-import type { ContentBlockParam, MessageParam, Tool as AnthropicTool } from '@anthropic-ai/sdk/resources/messages/messages';
+import type { ContentBlockParam, MessageParam, TextBlockParam, Tool as AnthropicTool } from '@anthropic-ai/sdk/resources/messages/messages';
 import type { BackendOptions, FinishReason, GenerateInput, GenerateOutput, ModelBackend, StreamEvent, ToolCall } from '../../resources/models/types.js';
 
 export const ANTHROPIC_DEFAULT_MODEL = 'claude-sonnet-4-5';
@@ -26,6 +26,17 @@ export function toAnthropicMessages(input: GenerateInput): MessageParam[] {
   return out;
 }
 
+/** Anthropic caches only at marks: one on the system prompt (with the tools before it, the prefix every request of a
+ * session shares) and one on the newest block, so each request reads what the one before it wrote. Two of the four
+ * marks the API allows. */
+export function markForCache(system: string, messages: MessageParam[]): TextBlockParam[] {
+  const last = messages.at(-1);
+  const blocks = last?.content as ContentBlockParam[] | undefined;
+  const end = blocks?.at(-1);
+  if (end && end.type !== 'thinking' && end.type !== 'redacted_thinking') (end as { cache_control?: unknown }).cache_control = { type: 'ephemeral' };
+  return [{ type: 'text', text: system, cache_control: { type: 'ephemeral' } }];
+}
+
 export class AnthropicBackend implements ModelBackend {
   readonly provider = 'anthropic';
   private readonly client: Anthropic;
@@ -43,7 +54,9 @@ export class AnthropicBackend implements ModelBackend {
   async generate(input: GenerateInput, signal: AbortSignal, onEvent?: (event: StreamEvent) => void): Promise<GenerateOutput> {
     const tools: AnthropicTool[] = input.tools.map((t) => ({ name: t.name, description: t.description, input_schema: t.parameters as AnthropicTool['input_schema'] }));
     // The system prompt goes in `system`, once; the messages never carry it.
-    const params = { model: input.model, max_tokens: input.maxTokens, system: input.system, messages: toAnthropicMessages(input), ...(tools.length ? { tools } : {}) };
+    const messages = toAnthropicMessages(input);
+    const system = input.cache?.marks ? markForCache(input.system, messages) : input.system;
+    const params = { model: input.model, max_tokens: input.maxTokens, system, messages, ...(tools.length ? { tools } : {}) };
     let message: Anthropic.Message;
     try {
       if (onEvent) {
@@ -64,7 +77,9 @@ export class AnthropicBackend implements ModelBackend {
       }
       throw this.options.errors.network('anthropic', error, this.options.requestTimeoutMs);
     }
-    const usage = message.usage ? { inputTokens: message.usage.input_tokens, outputTokens: message.usage.output_tokens } : undefined;
+    // input_tokens leaves out what the cache read and wrote; the agent counts every input token.
+    const u = message.usage;
+    const usage = u ? { inputTokens: u.input_tokens + (u.cache_read_input_tokens ?? 0) + (u.cache_creation_input_tokens ?? 0), outputTokens: u.output_tokens, ...(u.cache_read_input_tokens != null ? { cacheReadTokens: u.cache_read_input_tokens } : {}), ...(u.cache_creation_input_tokens != null ? { cacheWriteTokens: u.cache_creation_input_tokens } : {}) } : undefined;
     if (message.stop_reason === 'model_context_window_exceeded') {
       throw this.options.errors.contextWindow('anthropic', 'anthropic stopped: the conversation reached the model context window', 'model_context_window_exceeded');
     }

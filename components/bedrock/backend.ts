@@ -1,8 +1,8 @@
 // The Bedrock backend: the Converse API with toolConfig, through `@aws-sdk/client-bedrock-runtime`. Credentials and
 // region come from the AWS chain (or agent.region); agent.baseUrl overrides the endpoint.
-import { BedrockRuntimeClient, ConverseCommand, ConverseStreamCommand, type ContentBlock, type Message as BedrockMessage, type Tool as BedrockTool } from '@aws-sdk/client-bedrock-runtime';
+import { BedrockRuntimeClient, ConverseCommand, ConverseStreamCommand, type ContentBlock, type Message as BedrockMessage, type SystemContentBlock, type TokenUsage, type Tool as BedrockTool } from '@aws-sdk/client-bedrock-runtime';
 import { NodeHttpHandler } from '@smithy/node-http-handler';
-import type { BackendOptions, FinishReason, GenerateInput, GenerateOutput, ModelBackend, RequestMeter, StreamEvent, ToolCall } from '../../resources/models/types.js';
+import type { BackendOptions, FinishReason, GenerateInput, GenerateOutput, ModelBackend, RequestMeter, StreamEvent, ToolCall, Usage } from '../../resources/models/types.js';
 
 export const BEDROCK_DEFAULT_MODEL = 'anthropic.claude-3-5-sonnet-20240620-v1:0';
 
@@ -53,6 +53,22 @@ function metered(inner: NodeHttpHandler, meter: RequestMeter | undefined): NodeH
   return handler;
 }
 
+/** Bedrock caches only at cachePoint blocks: one after the system prompt (with the tools before it, the prefix every
+ * request of a session shares) and one after the newest block, so each request reads what the one before it wrote.
+ * Only where the agent asked (input.cache.marks): a model that cannot cache refuses them. */
+export function markForCache(system: SystemContentBlock[], messages: BedrockMessage[]): void {
+  system.push({ cachePoint: { type: 'default' } });
+  messages.at(-1)?.content?.push({ cachePoint: { type: 'default' } });
+}
+
+/** Converse's inputTokens leaves out what the cache read and wrote; the agent counts every input token. */
+function usageOf(u: TokenUsage | undefined): Usage | undefined {
+  if (!u) return undefined;
+  const read = u.cacheReadInputTokens;
+  const write = u.cacheWriteInputTokens;
+  return { inputTokens: (u.inputTokens ?? 0) + (read ?? 0) + (write ?? 0), outputTokens: u.outputTokens ?? 0, ...(read !== undefined ? { cacheReadTokens: read } : {}), ...(write !== undefined ? { cacheWriteTokens: write } : {}) };
+}
+
 export class BedrockBackend implements ModelBackend {
   readonly provider = 'bedrock';
   private readonly client: BedrockRuntimeClient;
@@ -70,18 +86,21 @@ export class BedrockBackend implements ModelBackend {
 
   async generate(input: GenerateInput, signal: AbortSignal, onEvent?: (event: StreamEvent) => void): Promise<GenerateOutput> {
     const tools: BedrockTool[] = input.tools.map((t) => ({ toolSpec: { name: t.name, description: t.description, inputSchema: { json: t.parameters as never } } }));
+    // The system prompt goes in `system` blocks, once.
+    const system: SystemContentBlock[] = [{ text: input.system }];
+    const messages = toBedrockMessages(input);
+    if (input.cache?.marks) markForCache(system, messages);
     const params = {
       modelId: input.model,
-      // The system prompt goes in `system` blocks, once.
-      system: [{ text: input.system }],
-      messages: toBedrockMessages(input),
+      system,
+      messages,
       inferenceConfig: { maxTokens: input.maxTokens },
       ...(tools.length ? { toolConfig: { tools } } : {}),
     };
     let text = '';
     const toolCalls: ToolCall[] = [];
     let stop: string | undefined;
-    let usage: { inputTokens: number; outputTokens: number } | undefined;
+    let usage: Usage | undefined;
     let streaming = false;
     try {
       if (onEvent) {
@@ -111,11 +130,11 @@ export class BedrockBackend implements ModelBackend {
             onEvent({ type: 'toolCall', call });
             open = undefined;
           } else if (event.messageStop) stop = event.messageStop.stopReason;
-          else if (event.metadata?.usage) usage = { inputTokens: event.metadata.usage.inputTokens ?? 0, outputTokens: event.metadata.usage.outputTokens ?? 0 };
+          else if (event.metadata?.usage) usage = usageOf(event.metadata.usage);
         }
       } else {
         const response = await this.client.send(new ConverseCommand(params), { abortSignal: signal });
-        usage = response.usage ? { inputTokens: response.usage.inputTokens ?? 0, outputTokens: response.usage.outputTokens ?? 0 } : undefined;
+        usage = usageOf(response.usage);
         for (const block of response.output?.message?.content ?? []) {
           if (block.text !== undefined) text += block.text;
           else if (block.toolUse) toolCalls.push({ id: block.toolUse.toolUseId!, name: block.toolUse.name!, arguments: (block.toolUse.input ?? {}) as Record<string, unknown> });

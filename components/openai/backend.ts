@@ -74,9 +74,13 @@ export class OpenAIBackend implements ModelBackend {
    * OpenRouter context_length, Groq context_window), llama.cpp's /props n_ctx (per slot, what it will accept), LM
    * Studio's /api/v0/models. OpenAI itself reports none (the catalog knows its models), so it is not asked.
    */
+  private isOpenAI(): boolean {
+    return /^https:\/\/api\.openai\.com\b/.test(this.client.baseURL);
+  }
+
   async reportedWindow(model: string, signal: AbortSignal): Promise<ReportedWindow | undefined> {
     const base = this.client.baseURL.replace(/\/+$/, '');
-    if (/^https:\/\/api\.openai\.com\b/.test(base)) return undefined;
+    if (this.isOpenAI()) return undefined;
     const root = base.replace(/\/v1$/, '');
     const get = async (url: string): Promise<any> => {
       try {
@@ -102,7 +106,10 @@ export class OpenAIBackend implements ModelBackend {
 
   async generate(input: GenerateInput, signal: AbortSignal, onEvent?: (event: StreamEvent) => void): Promise<GenerateOutput> {
     const tools: ChatCompletionTool[] = input.tools.map((t) => ({ type: 'function', function: { name: t.name, description: t.description, parameters: t.parameters } }));
-    const params = { model: input.model, messages: toOpenAIMessages(input), max_tokens: input.maxTokens, ...(tools.length ? { tools } : {}) };
+    // OpenAI caches a request's longest prefix seen before by itself; the session's key routes a session's requests
+    // to the same cache. Only to OpenAI's own API: a compatible server may refuse a field it does not know.
+    const cacheKey = input.cache && this.isOpenAI() ? { prompt_cache_key: input.cache.key } : {};
+    const params = { model: input.model, messages: toOpenAIMessages(input), max_tokens: input.maxTokens, ...(tools.length ? { tools } : {}), ...cacheKey };
     let completion: OpenAI.Chat.Completions.ChatCompletion;
     this.lastErrorBody = undefined;
     try {
@@ -135,7 +142,9 @@ export class OpenAIBackend implements ModelBackend {
     }
     const choice = completion.choices?.[0];
     if (!choice) throw this.options.errors.classify('openai', { status: 200, message: 'the response had no choices' });
-    const usage = completion.usage ? { inputTokens: completion.usage.prompt_tokens, outputTokens: completion.usage.completion_tokens } : undefined;
+    // prompt_tokens counts the cached ones too.
+    const cached = completion.usage?.prompt_tokens_details?.cached_tokens;
+    const usage = completion.usage ? { inputTokens: completion.usage.prompt_tokens, outputTokens: completion.usage.completion_tokens, ...(typeof cached === 'number' ? { cacheReadTokens: cached } : {}) } : undefined;
     const toolCalls: ToolCall[] = [];
     for (const call of choice.message.tool_calls ?? []) {
       if (call.type !== 'function') continue;

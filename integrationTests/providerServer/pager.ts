@@ -87,7 +87,7 @@ export function sessionReader(root: string, file: string, pages: number, onSumma
 }
 
 /** A follow-up's prompt as the agent writes it (agent/loop.ts followupPrompt): the message is the group. */
-export const FOLLOWUP_PROMPT = /^Follow-up you scheduled at \S+: (.*)$/;
+export const FOLLOWUP_PROMPT = /^Follow-up you scheduled at \S+: (.*?)(?:\n\n\[sent \S+\])?$/;
 
 /**
  * The model of the follow-up tests: asked "come back in N s: <message>", it schedules that with schedule_followup;
@@ -99,7 +99,7 @@ export function followupResponder(): Responder {
     if (last.role === 'tool') return { text: 'scheduled' };
     const followup = FOLLOWUP_PROMPT.exec(last.text);
     if (followup) return { text: `followed up: ${followup[1]}` };
-    const ask = /^come back in (\d+) s: (.*)$/.exec(last.text)!;
+    const ask = /^come back in (\d+) s: (.*?)(?:\n\n\[sent \S+\])?$/.exec(last.text)!;
     return { toolCalls: [{ name: 'schedule_followup', arguments: { delaySeconds: Number(ask[1]), message: ask[2] } }] };
   };
 }

@@ -7,6 +7,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { EventStreamCodec } from '@smithy/core/event-streams';
 import { fromUtf8, toUtf8 } from '@smithy/util-utf8';
+import { PromptCache } from './promptCache.js';
 
 export type Provider = 'openai' | 'anthropic' | 'bedrock' | 'ollama';
 
@@ -62,8 +63,16 @@ export interface Recorded {
   status: number;
   /** Asked for a stream (and answered with one, unless it was an error response). */
   streamed: boolean;
-  /** The tokens the answer reported (a complete answer only). */
-  usage?: { input: number; output: number };
+  /** The tokens the answer reported (a complete answer only): input counts them all, read and write (with `caching`
+   * on) are the part of it read from and written to the prompt cache. */
+  usage?: Usage;
+}
+
+export interface Usage {
+  input: number;
+  output: number;
+  read?: number;
+  write?: number;
 }
 
 /** The real context-window envelopes, per provider. */
@@ -192,11 +201,22 @@ export function turnUsage(turn: Turn, requestBytes: number): { input: number; ou
   return { input: Math.ceil(requestBytes / 4), output: Math.ceil(text.length / 4) + ('toolCalls' in turn ? turn.toolCalls.length * 10 : 0) };
 }
 
-function encode(provider: Provider, model: string, turn: Turn, requestBytes: number): unknown {
+/** Each API's usage object: OpenAI counts cached tokens inside prompt_tokens; Anthropic and Bedrock count their
+ * input_tokens/inputTokens apart from the cache's reads and writes. Cache fields only where the server caches. */
+function usageFields(provider: Provider, u: Usage) {
+  const cached = u.read !== undefined;
+  const read = u.read ?? 0;
+  const write = u.write ?? 0;
+  if (provider === 'openai') return { prompt_tokens: u.input, completion_tokens: u.output, total_tokens: u.input + u.output, ...(cached ? { prompt_tokens_details: { cached_tokens: read, audio_tokens: 0 } } : {}) };
+  if (provider === 'anthropic') return { input_tokens: u.input - read - write, output_tokens: u.output, ...(cached ? { cache_read_input_tokens: read, cache_creation_input_tokens: write } : {}) };
+  return { inputTokens: u.input - read - write, outputTokens: u.output, totalTokens: u.input + u.output, ...(cached ? { cacheReadInputTokens: read, cacheWriteInputTokens: write } : {}) };
+}
+
+function encode(provider: Provider, model: string, turn: Turn, usage: Usage): unknown {
   const text = 'text' in turn && typeof turn.text === 'string' ? turn.text : '';
   const calls = 'toolCalls' in turn ? turn.toolCalls.map((c) => ({ ...c, id: id('call') })) : [];
   const finish = 'finish' in turn ? turn.finish : calls.length ? 'tool_calls' : 'stop';
-  const { input, output: outputTokens } = turnUsage(turn, requestBytes);
+  const { input, output: outputTokens } = usage;
   if (provider === 'openai') {
     return {
       id: id('chatcmpl'),
@@ -216,7 +236,7 @@ function encode(provider: Provider, model: string, turn: Turn, requestBytes: num
           logprobs: null,
         },
       ],
-      usage: { prompt_tokens: input, completion_tokens: outputTokens, total_tokens: input + outputTokens },
+      usage: usageFields('openai', usage),
     };
   }
   if (provider === 'anthropic') {
@@ -229,7 +249,7 @@ function encode(provider: Provider, model: string, turn: Turn, requestBytes: num
       content: [...(text ? [{ type: 'text', text }] : []), ...calls.map((c) => ({ type: 'tool_use', id: c.id, name: c.name, input: c.arguments }))],
       stop_reason: stop,
       stop_sequence: null,
-      usage: { input_tokens: input, output_tokens: outputTokens },
+      usage: usageFields('anthropic', usage),
     };
   }
   if (provider === 'ollama') {
@@ -251,7 +271,7 @@ function encode(provider: Provider, model: string, turn: Turn, requestBytes: num
   return {
     output: { message: { role: 'assistant', content: [...(text ? [{ text }] : []), ...calls.map((c) => ({ toolUse: { toolUseId: c.id, name: c.name, input: c.arguments } }))] } },
     stopReason: stop,
-    usage: { inputTokens: input, outputTokens, totalTokens: input + outputTokens },
+    usage: usageFields('bedrock', usage),
     metrics: { latencyMs: 1 },
   };
 }
@@ -265,6 +285,9 @@ export class ProviderServer {
   /** When set, the first request after a reset sets byteLimit to its own size plus this: a limit measured from the
    * fixed part of every request (system prompt, tool specs, prompt), so a scenario holds however long the tool list is. */
   byteLimitOverFirst?: number;
+  /** Caches and bills as each API does (promptCache.ts): usage then says what was read from and written to the cache. */
+  caching = false;
+  readonly cache = new PromptCache();
   /** How long each answer waits, so a run lasts long enough to be watched, cancelled or outlived. */
   delayMs = 0;
   /** Replaces the context-window envelope (to try other servers' wording). */
@@ -306,6 +329,16 @@ export class ProviderServer {
     this.discoveries.length = 0;
     this.streamHolds = [];
     this.streamStart = undefined;
+    this.caching = false;
+    this.cache.reset();
+  }
+
+  /** A complete answer's usage: the turn's tokens, and with `caching` on what the cache read and wrote. */
+  private usage(provider: Provider, body: unknown, turn: Turn, bytes: number): Usage {
+    const u = turnUsage(turn, bytes);
+    if (!this.caching) return u;
+    const c = this.cache.use(provider, body, u.input, u.output);
+    return { ...u, read: c.read, write: c.write };
   }
 
   private async handle(req: IncomingMessage, res: ServerResponse) {
@@ -377,8 +410,8 @@ export class ProviderServer {
         const e = (this.contextError ?? contextWindowError)(provider, raw.length);
         return send(e.status, e.body, e.headers);
       }
-      record.usage = turnUsage(turn, raw.length);
-      return send(200, encode(provider, decoded.model, turn, raw.length));
+      record.usage = this.usage(provider, body, turn, raw.length);
+      return send(200, encode(provider, decoded.model, turn, record.usage));
     }
     await this.stream(provider, decoded.model, turn, raw.length, record, req, res);
   }
@@ -394,9 +427,12 @@ export class ProviderServer {
 
   /** A turn as the provider streams it: text a word at a time, each tool call, the finish and the usage. */
   private async stream(provider: Provider, model: string, turn: Turn, bytes: number, record: Recorded, req: IncomingMessage, res: ServerResponse) {
-    const wire = streamWire(provider, model, Math.ceil(bytes / 4));
+    const wire = streamWire(provider, model);
+    // Billed only for an answer that completes (Anthropic reports the input's usage in its first event).
+    const completes = !('cutAfter' in turn) && !('overflowAfter' in turn);
+    const usage = completes ? this.usage(provider, record.body, turn, bytes) : turnUsage(turn, bytes);
     res.writeHead(200, { 'content-type': wire.contentType, ...(provider === 'anthropic' ? { 'request-id': id('req') } : {}) });
-    for (const frame of wire.start()) res.write(frame);
+    for (const frame of wire.start(usage)) res.write(frame);
     await this.streamStart;
     const text = 'cutAfter' in turn ? turn.cutAfter : 'overflowAfter' in turn ? turn.overflowAfter : 'text' in turn && typeof turn.text === 'string' ? turn.text : '';
     const pieces = text.split(/(?<=\s)/).filter(Boolean);
@@ -432,14 +468,14 @@ export class ProviderServer {
       await holdIfAsked(`${sent}→${c.name}`);
     }
     const finish = 'finish' in turn ? turn.finish : calls.length ? 'tool_calls' : 'stop';
-    record.usage = turnUsage(turn, bytes);
-    for (const frame of wire.end(finish, record.usage.input, record.usage.output)) res.write(frame);
+    record.usage = usage;
+    for (const frame of wire.end(finish, usage)) res.write(frame);
     res.end();
   }
 }
 
 /** How each provider frames a stream: SSE (OpenAI, Anthropic), JSON lines (Ollama), AWS event stream (Bedrock). */
-function streamWire(provider: Provider, model: string, inputTokens: number) {
+function streamWire(provider: Provider, model: string) {
   const sse = (data: unknown, event?: string) => `${event ? `event: ${event}\n` : ''}data: ${JSON.stringify(data)}\n\n`;
   if (provider === 'openai') {
     const chunkId = id('chatcmpl');
@@ -447,15 +483,15 @@ function streamWire(provider: Provider, model: string, inputTokens: number) {
     let calls = 0;
     return {
       contentType: 'text/event-stream',
-      start: () => [chunk({ role: 'assistant', content: '', refusal: null })],
+      start: (_usage: Usage) => [chunk({ role: 'assistant', content: '', refusal: null })],
       text: (t: string) => [chunk({ content: t })],
       toolCall: (_i: number, callId: string, name: string, args: string) => {
         const index = calls++;
         return [chunk({ tool_calls: [{ index, id: callId, type: 'function', function: { name, arguments: '' } }] }), chunk({ tool_calls: [{ index, function: { arguments: args } }] })];
       },
-      end: (finish: string, input: number, output: number) => [
+      end: (finish: string, usage: Usage) => [
         chunk({}, finish),
-        sse({ id: chunkId, object: 'chat.completion.chunk', created: Math.floor(Date.now() / 1000), model, choices: [], usage: { prompt_tokens: input, completion_tokens: output, total_tokens: input + output } }),
+        sse({ id: chunkId, object: 'chat.completion.chunk', created: Math.floor(Date.now() / 1000), model, choices: [], usage: usageFields('openai', usage) }),
         'data: [DONE]\n\n',
       ],
       // vLLM and LiteLLM send an error met mid-stream as a data line holding `error` (the OpenAI SDK throws it).
@@ -468,7 +504,7 @@ function streamWire(provider: Provider, model: string, inputTokens: number) {
     const closeText = () => (textOpen ? ((textOpen = false), [sse({ type: 'content_block_stop', index: block }, 'content_block_stop')]) : []);
     return {
       contentType: 'text/event-stream',
-      start: () => [sse({ type: 'message_start', message: { id: id('msg'), type: 'message', role: 'assistant', model, content: [], stop_reason: null, stop_sequence: null, usage: { input_tokens: inputTokens, output_tokens: 1 } } }, 'message_start')],
+      start: (usage: Usage) => [sse({ type: 'message_start', message: { id: id('msg'), type: 'message', role: 'assistant', model, content: [], stop_reason: null, stop_sequence: null, usage: { ...usageFields('anthropic', usage), output_tokens: 1 } } }, 'message_start')],
       text: (t: string) => {
         const open = textOpen ? [] : ((textOpen = true), block++, [sse({ type: 'content_block_start', index: block, content_block: { type: 'text', text: '' } }, 'content_block_start')]);
         return [...open, sse({ type: 'content_block_delta', index: block, delta: { type: 'text_delta', text: t } }, 'content_block_delta')];
@@ -483,7 +519,7 @@ function streamWire(provider: Provider, model: string, inputTokens: number) {
           sse({ type: 'content_block_stop', index: block }, 'content_block_stop'),
         ];
       },
-      end: (finish: string, _input: number, output: number) => [
+      end: (finish: string, { output }: Usage) => [
         ...closeText(),
         sse({ type: 'message_delta', delta: { stop_reason: finish === 'length' ? 'max_tokens' : finish === 'content_filter' ? 'refusal' : finish === 'tool_calls' ? 'tool_use' : 'end_turn', stop_sequence: null }, usage: { output_tokens: output } }, 'message_delta'),
         sse({ type: 'message_stop' }, 'message_stop'),
@@ -496,10 +532,10 @@ function streamWire(provider: Provider, model: string, inputTokens: number) {
     const line = (message: unknown, done = false, extra: Record<string, unknown> = {}) => JSON.stringify({ model, created_at: new Date().toISOString(), message, done, ...extra }) + '\n';
     return {
       contentType: 'application/x-ndjson',
-      start: () => [],
+      start: (_usage: Usage) => [],
       text: (t: string) => [line({ role: 'assistant', content: t })],
       toolCall: (_i: number, _id: string, name: string, args: string) => [line({ role: 'assistant', content: '', tool_calls: [{ function: { name, arguments: JSON.parse(args) } }] })],
-      end: (finish: string, input: number, output: number) => [
+      end: (finish: string, { input, output }: Usage) => [
         line({ role: 'assistant', content: '' }, true, { done_reason: finish === 'length' ? 'length' : 'stop', total_duration: 1_000_000, load_duration: 1000, prompt_eval_count: input, prompt_eval_duration: 1000, eval_count: output, eval_duration: 1000 }),
       ],
       // Ollama reports an error met mid-stream as a line holding `error`.
@@ -521,7 +557,7 @@ function streamWire(provider: Provider, model: string, inputTokens: number) {
   const closeText = () => (textOpen ? ((textOpen = false), [frame('contentBlockStop', { contentBlockIndex: block })]) : []);
   return {
     contentType: 'application/vnd.amazon.eventstream',
-    start: () => [frame('messageStart', { role: 'assistant' })],
+    start: (_usage: Usage) => [frame('messageStart', { role: 'assistant' })],
     text: (t: string) => {
       if (!textOpen) {
         textOpen = true;
@@ -539,10 +575,10 @@ function streamWire(provider: Provider, model: string, inputTokens: number) {
         frame('contentBlockStop', { contentBlockIndex: block }),
       ];
     },
-    end: (finish: string, input: number, output: number) => [
+    end: (finish: string, usage: Usage) => [
       ...closeText(),
       frame('messageStop', { stopReason: finish === 'length' ? 'max_tokens' : finish === 'content_filter' ? 'content_filtered' : finish === 'tool_calls' ? 'tool_use' : 'end_turn' }),
-      frame('metadata', { usage: { inputTokens: input, outputTokens: output, totalTokens: input + output }, metrics: { latencyMs: 1 } }),
+      frame('metadata', { usage: usageFields('bedrock', usage), metrics: { latencyMs: 1 } }),
     ],
     // Bedrock's mid-stream errors are exception messages: a validationException says the input is too long.
     error: (envelope: typeof contextWindowError, bytes: number) => {

@@ -216,10 +216,17 @@ export const providerErrors: ProviderErrors = {
 /** In a compaction summary cut inside a turn, the heading under which the prompt being answered is restated whole. */
 export const CURRENT_PROMPT_HEADING = "The operator's prompt being answered, kept whole";
 
-/** What a user message asks: itself or, for a compaction summary that restates the prompt being answered, that prompt. */
+/** The line a prompt is sent with: when the operator sent it (agent/context/request.ts). In the prompt, not the system
+ * prompt, so the time never changes a byte of what came before it. */
+export const sentLine = (at: number) => `\n\n[sent ${new Date(at).toISOString().replace(/\.\d{3}Z$/, 'Z')}]`;
+const SENT_LINE = /\n\n\[sent \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\]$/;
+
+/** What a user message asks: itself (without the line saying when it was sent) or, for a compaction summary that
+ * restates the prompt being answered, that prompt. */
 export function promptText(content: string): string {
-  const at = content.lastIndexOf(`\n\n${CURRENT_PROMPT_HEADING}`);
-  if (at < 0) return content;
-  const body = content.slice(at + 2);
+  const asked = content.replace(SENT_LINE, '');
+  const at = asked.lastIndexOf(`\n\n${CURRENT_PROMPT_HEADING}`);
+  if (at < 0) return asked;
+  const body = asked.slice(at + 2);
   return body.slice(body.indexOf(':\n') + 2);
 }

@@ -40,13 +40,26 @@ export interface GenerateInput {
   tools: ToolSpec[];
   model: string;
   maxTokens: number;
+  /**
+   * The provider's prompt cache (agent/context/request.ts keeps everything before the newest turn byte-stable).
+   * `key`: the session, for an API that takes a cache key (OpenAI prompt_cache_key). `marks`: mark where the stable
+   * prefix ends (the system prompt, with the tools before it) and the end of the newest message, for an API that
+   * caches only at marks (Anthropic cache_control, Bedrock cachePoint): each request then reads what the one before
+   * it wrote.
+   */
+  cache?: { key: string; marks: boolean };
 }
 
 export type FinishReason = 'stop' | 'tool_calls' | 'length' | 'content_filter' | 'invalid_tool_call';
 
 export interface Usage {
+  /** Every input token of the request, cached or not. */
   inputTokens: number;
   outputTokens: number;
+  /** Of inputTokens, those read from the provider's prompt cache (billed at its cache-read price). */
+  cacheReadTokens?: number;
+  /** Of inputTokens, those written to the cache (Anthropic, Bedrock: billed at the cache-write price). */
+  cacheWriteTokens?: number;
 }
 
 export interface GenerateOutput {
