@@ -114,7 +114,7 @@ export function workingSetCuts(messages: readonly StoredMessage[], budgetBytes: 
   // Only what the model sees counts: results a compaction summarized are in no request.
   const from = viewStart(messages);
   const whole = messages.flatMap((m, i) => (m.role === 'tool' && i >= from && Buffer.byteLength(m.content) > SHRINK_THRESHOLD_BYTES ? [{ i, bytes: Buffer.byteLength(m.content) }] : []));
-  const newestTool = whole.length && messages[messages.length - 1] ? lastToolIndex(messages) : -1;
+  const newestTool = lastToolIndex(messages);
   if (whole.reduce((sum, t) => sum + t.bytes, 0) <= budgetBytes) return [];
   const low = Math.floor(budgetBytes * WORKING_SET_LOW_WATER);
   let kept = 0;
