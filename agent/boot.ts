@@ -14,7 +14,8 @@ import { ANNOUNCE_INTERVAL_MS, Cluster, harperNodeName, operationsUrl, type Node
 import { ContextLimits, type LimitTable } from './contextBudget.js';
 import { ModelCallLog, type CallTable } from './modelCalls.js';
 import { operationsListener } from './http.js';
-import { fireFollowup, recoverInterruptedRuns } from './loop.js';
+import { fireFollowup } from './followupFiring.js';
+import { recoverInterruptedRuns } from './runs.js';
 import { Followups, type FollowupTable } from './followups.js';
 import { hostEnvironment } from './environment.js';
 import { serveThreadProbes, workerIndex } from './threadProbe.js';

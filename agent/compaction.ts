@@ -3,7 +3,7 @@
 // `compaction` record (the originals stay stored). What a request carries is derived from the stored transcript alone
 // (`requestMessages`): the newest record's summary, then every message from its `keepFrom` on. This module is pure:
 // where to cut, what the summary call reads, the digest that stands in when no model summary can be had, and the
-// record's text; agent/loop.ts makes the call and writes the record through the locked mutator.
+// record's text; agent/turn.ts makes the call and writes the record through the locked mutator.
 import { cursorFirst, truncateWithMarker } from '../resources/models/agentLoop.js';
 import { CURRENT_PROMPT_HEADING } from '../resources/models/backendHelpers.js';
 import type { Message } from '../resources/models/types.js';

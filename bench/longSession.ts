@@ -3,7 +3,8 @@
 // `node dist/bench/longSession.js [prompts]` to print its figures.
 import { defaultConfig } from '../agent/agent.js';
 import { ContextLimits } from '../agent/contextBudget.js';
-import { newRunner, startRun } from '../agent/loop.js';
+import { startRun } from '../agent/loop.js';
+import { newRunner } from '../agent/runs.js';
 import { createToolRegistry, defaultTools } from '../agent/tools/index.js';
 import type { Scopes } from '../agent/tools/scopes.js';
 import { isSummaryRequest, sessionReader } from '../integrationTests/providerServer/pager.js';

@@ -6,7 +6,7 @@ import { mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node
 import os from 'node:os';
 import path from 'node:path';
 import { defaultConfig, type AgentConfig } from '../agent/agent.js';
-import { capObservation } from '../agent/loop.js';
+import { capObservation } from '../agent/observation.js';
 import { memoryStore } from '../unitTests/helpers.js';
 import { storageOnHarper, WINDOW_TOKENS } from './storage.js';
 import { streamingOnHarper } from './streaming.js';
@@ -20,7 +20,8 @@ import { toOpenAIMessages } from 'harper-agent-openai/backend';
 import 'harper-agent-openai';
 import { ContextLimits, estimateTokens } from '../agent/contextBudget.js';
 import { tokenCounter } from '../agent/tokenCount.js';
-import { newRunner, startRun } from '../agent/loop.js';
+import { startRun } from '../agent/loop.js';
+import { newRunner } from '../agent/runs.js';
 import { openChecked, resolveScoped } from '../agent/tools/scopes.js';
 import { investigatorResponder, isSummaryRequest, readerResponder, sessionReader } from '../integrationTests/providerServer/pager.js';
 import { ProviderServer } from '../integrationTests/providerServer/server.js';

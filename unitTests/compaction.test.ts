@@ -5,7 +5,7 @@ import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { BRIDGE, COMPACTION_SYSTEM, compactionSizes, digest, planCompaction, requestMessages, segmentBlocks, splitParts, type CompactionRecord, type StoredMessage } from '../agent/compaction.js';
 import { estimateTokens } from '../agent/contextBudget.js';
-import { activeRun } from '../agent/loop.js';
+import { activeRun } from '../agent/runs.js';
 import { ModelCallLog } from '../agent/modelCalls.js';
 import { createOperations } from '../agent/operations.js';
 import type { Session } from '../agent/session.js';

@@ -10,7 +10,7 @@ import { toOpenAIMessages } from 'harper-agent-openai/backend';
 import { getContextWindow } from 'tokenlens';
 import { defaultConfig } from '../agent/agent.js';
 import { SYSTEM_PROMPT } from '../agent/systemPrompt.js';
-import { activeRun } from '../agent/loop.js';
+import { activeRun } from '../agent/runs.js';
 import { createOperations } from '../agent/operations.js';
 import { OpenAIBackend } from 'harper-agent-openai/backend';
 import { ProviderServer } from '../integrationTests/providerServer/server.js';

@@ -2,7 +2,8 @@
 // session is busy, once across two threads racing on one follow-up.
 import { expect } from 'chai';
 import { dueTime, FollowupError, Followups, type FollowupTable } from '../agent/followups.js';
-import { activeRun, BACKEND_LOAD_GRACE_MS, fireFollowup, followupPrompt } from '../agent/loop.js';
+import { BACKEND_LOAD_GRACE_MS, fireFollowup, followupPrompt } from '../agent/followupFiring.js';
+import { activeRun } from '../agent/runs.js';
 import { createOperations, HttpError } from '../agent/operations.js';
 import { defaultConfig } from '../agent/agent.js';
 import { Models } from '../resources/models/models.js';

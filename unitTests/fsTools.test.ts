@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { capObservation } from '../agent/loop.js';
+import { capObservation } from '../agent/observation.js';
 import { listDir, readFile, tailFile, writeFile, type ReadFileResult } from '../agent/tools/fsTools.js';
 import { grepFiles } from '../agent/tools/grepFiles.js';
 import type { ToolContext } from '../agent/tools/types.js';

@@ -4,7 +4,7 @@ import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { defaultConfig, type AgentConfig } from '../agent/agent.js';
-import type { LoopDeps } from '../agent/loop.js';
+import type { LoopDeps } from '../agent/loopDeps.js';
 import { SessionStore, type SessionTable } from '../agent/session.js';
 import { createToolRegistry, defaultTools } from '../agent/tools/index.js';
 import type { Scopes } from '../agent/tools/scopes.js';

@@ -4,7 +4,7 @@ import { exportJson, exportMarkdown } from '../agent/export.js';
 import type { StoredMessage } from '../agent/compaction.js';
 import { Followups, type FollowupTable } from '../agent/followups.js';
 import { Lifecycle } from '../agent/lifecycle.js';
-import { activeRun } from '../agent/loop.js';
+import { activeRun } from '../agent/runs.js';
 import { ModelCallLog, totals, type CallTable, type ModelCallRecord } from '../agent/modelCalls.js';
 import { createOperations, HttpError, StreamedAnswer } from '../agent/operations.js';
 import { calls, harness, MemoryTable, text, type Harness } from './helpers.js';

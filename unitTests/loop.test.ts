@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { activeRun } from '../agent/loop.js';
+import { activeRun } from '../agent/runs.js';
 import { createOperations, HttpError } from '../agent/operations.js';
 import type { Session } from '../agent/session.js';
 import { SYSTEM_PROMPT } from '../agent/systemPrompt.js';

@@ -1,8 +1,8 @@
 import { expect } from 'chai';
 import { estimateTokens } from '../agent/contextBudget.js';
-import { activeRun } from '../agent/loop.js';
+import { activeRun } from '../agent/runs.js';
 import { callRecords, costOf, ModelCallLog, priceOf, RunMeter, totals } from '../agent/modelCalls.js';
-import { nextCallTokens } from '../agent/loop.js';
+import { nextCallTokens } from '../agent/modelCall.js';
 import { createOperations } from '../agent/operations.js';
 import { LIVE_TEXT_EVERY_MS, LiveWriter, type LiveEvent } from '../agent/sessionFeed.js';
 import type { Session } from '../agent/session.js';

@@ -4,7 +4,7 @@ import fc from 'fast-check';
 import { randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { capObservation } from '../agent/loop.js';
+import { capObservation } from '../agent/observation.js';
 import { readFile } from '../agent/tools/fsTools.js';
 import type { ToolContext } from '../agent/tools/types.js';
 import { serializeToolResult } from '../resources/models/agentLoop.js';

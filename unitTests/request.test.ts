@@ -6,7 +6,7 @@ import path from 'node:path';
 import { buildRequest, cacheMarksFor, describeRequest, systemText, withWorkingSet } from '../agent/context/request.js';
 import { COMPACTION_SYSTEM, type StoredMessage } from '../agent/compaction.js';
 import { createOperations } from '../agent/operations.js';
-import { activeRun } from '../agent/loop.js';
+import { activeRun } from '../agent/runs.js';
 import type { HostEnvironment } from '../agent/environment.js';
 import type { GenerateInput, Message } from '../resources/models/types.js';
 import { calls, harness, text, type Harness, type Step } from './helpers.js';

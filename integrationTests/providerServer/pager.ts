@@ -86,7 +86,7 @@ export function sessionReader(root: string, file: string, pages: number, onSumma
   };
 }
 
-/** A follow-up's prompt as the agent writes it (agent/loop.ts followupPrompt): the message is the group. */
+/** A follow-up's prompt as the agent writes it (agent/followupFiring.ts followupPrompt): the message is the group. */
 export const FOLLOWUP_PROMPT = /^Follow-up you scheduled at \S+: (.*?)(?:\n\n\[sent \S+\])?$/;
 
 /**

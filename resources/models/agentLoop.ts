@@ -1,5 +1,5 @@
 // What a tool result becomes in the transcript: the serializer, its UTF-8-exact cut, and errorInfo.
-// Every observation the loop stores passes serializeToolResult (agent/loop.ts capObservation).
+// Every observation the loop stores passes serializeToolResult (agent/observation.ts capObservation).
 
 export const DEFAULT_ADVICE =
   'narrow the request: use the paging arguments (startLine/offset/lineCount), a smaller range, or a more specific pattern';

@@ -1,0 +1,180 @@
+// One model call: the run's backend (metered), the request the context module builds, the spending limits' pre-check,
+// the silent-overflow check, and the call's records in the model-call log whatever the outcome.
+import { randomUUID } from 'node:crypto';
+import { errorInfo } from '../resources/models/agentLoop.js';
+import { isAbortError, isModelError, ModelError, providerErrors } from '../resources/models/backendHelpers.js';
+import { Models } from '../resources/models/models.js';
+import type { GenerateInput, GenerateOutput, ModelBackend } from '../resources/models/types.js';
+import type { AgentConfig } from './agent.js';
+import { buildRequest, cacheMarksFor } from './context/request.js';
+import { contextBudget, type ModelTarget } from './contextBudget.js';
+import { RunError, type LoopDeps } from './loopDeps.js';
+import { callRecords, costOf, priceOf, RunMeter, totals, usd, type Billed } from './modelCalls.js';
+import type { RunGuard, Session } from './session.js';
+import { LiveWriter } from './sessionFeed.js';
+import { tokenCounter, type TokenCounter } from './tokenCount.js';
+
+export interface TurnRequest {
+  backend: ModelBackend;
+  model: string;
+  config: AgentConfig;
+  guard: RunGuard;
+  signal: AbortSignal;
+  /** The requests the backend's SDK sends (handed to it when the run made it). */
+  meter: RunMeter;
+  /** The model's tokenizer, if a package has one. */
+  counter?: TokenCounter;
+  /** The system prompt's and tool list's tokens: the part of every request compaction cannot shrink (counted once). */
+  fixedTokens?: number;
+  /** Mark the cached prefix (cacheMarksFor: the API caches only at marks, and the model can). */
+  cacheMarks?: boolean;
+}
+
+/** The model on the server this run talks to: what is reported or learned about a window is kept per server. */
+export const target = (req: TurnRequest): ModelTarget => ({ provider: req.backend.provider, baseUrl: req.config.baseUrl, model: req.model });
+
+/** The run's context budget, the server asked for its window where the backend can ask. */
+export const budgetOf = (deps: LoopDeps, req: TurnRequest) =>
+  contextBudget(req.config, target(req), deps.limits, req.backend.reportedWindow && (() => req.backend.reportedWindow!(req.model, req.signal)));
+
+/** The next request for a session: agent/context/request.ts decides what it holds. */
+export function buildInput(deps: LoopDeps, session: Session, req: TurnRequest): GenerateInput {
+  return buildRequest(session.messages, { config: req.config, model: req.model, tools: deps.tools.specs(), environment: deps.environment, sessionId: session.session_id, cacheMarks: req.cacheMarks });
+}
+
+/** A conversation at least this large that gets a `length` finish with nothing produced is taken as overflowed. */
+export const SILENT_OVERFLOW_MIN_BYTES = 32 * 1024;
+
+/**
+ * Servers that truncate the prompt instead of rejecting it (Ollama), or stop at `length` with no output, overflow
+ * silently. Returns why this answer looks like one, or null.
+ */
+export function silentOverflow(out: GenerateOutput, config: AgentConfig, conversationBytes: number): string | null {
+  const window = config.contextWindowTokens;
+  if (window && out.usage && out.usage.inputTokens >= window) {
+    return `the provider reported ${out.usage.inputTokens} input tokens, all of agent.contextWindowTokens (${window}): it most likely cut the conversation (a silent overflow)`;
+  }
+  if (out.finishReason === 'length' && !out.text.trim() && out.toolCalls.length === 0 && conversationBytes >= SILENT_OVERFLOW_MIN_BYTES) {
+    return `the model stopped at its length limit having produced nothing while the conversation is ${conversationBytes} bytes: the server most likely ran out of context (a silent overflow)`;
+  }
+  return null;
+}
+
+/** What a model call is for: a turn of the conversation, or writing a compaction summary. */
+export type CallPurpose = 'turn' | 'compaction';
+
+/**
+ * One model call: a turn is streamed to the session's followers when agent.stream is on (a summary call streams too,
+ * unseen); each of its requests is recorded in the model-call log whatever the outcome (the records are written before
+ * the call's result is acted on).
+ */
+export async function callModel(deps: LoopDeps, session: Session, req: TurnRequest, input: GenerateInput, estimate: number, purpose: CallPurpose = 'turn'): Promise<GenerateOutput> {
+  const id = session.session_id;
+  const live = req.config.stream && deps.publishLive && purpose === 'turn' ? new LiveWriter((event) => deps.publishLive!(id, event), randomUUID(), session.messages.length) : undefined;
+  const onEvent = live?.onEvent ?? (req.config.stream ? () => undefined : undefined);
+  req.meter.take(); // only this call's requests are its records
+  let out: GenerateOutput | undefined;
+  let failure: unknown;
+  try {
+    // A signal per request: SDKs add an abort listener per call, and a run makes many calls on one run signal.
+    out = await req.backend.generate(input, AbortSignal.any([req.signal]), onEvent);
+    const silent = silentOverflow(out, req.config, Buffer.byteLength(JSON.stringify(input.messages)));
+    if (silent) throw new ModelError(silent, req.backend.provider, 400, true, 'silent_overflow');
+    return out;
+  } catch (error) {
+    failure = error;
+    throw error;
+  } finally {
+    live?.close(failure !== undefined);
+    await recordCalls(deps, session, req, estimate, out, failure, purpose).catch((error) => deps.log?.(`harper-agent: session ${id}: could not record its model calls: ${errorInfo(error)}`));
+  }
+}
+
+/** The call's requests into the model-call log, the last one with what the call returned or why it failed. */
+async function recordCalls(deps: LoopDeps, session: Session, req: TurnRequest, estimate: number, out: GenerateOutput | undefined, failure: unknown, purpose: CallPurpose): Promise<void> {
+  const sent = req.meter.take();
+  if (!deps.calls || sent.length === 0) return;
+  const errorClass = failure === undefined ? undefined : isAbortError(failure, req.signal) ? 'cancelled' : isModelError(failure) ? failure.errorClass : 'internal';
+  const outputEstimate = out ? Math.ceil(Buffer.byteLength(out.text + JSON.stringify(out.toolCalls)) / 3) : undefined;
+  await deps.calls.record(
+    callRecords(sent, { usage: out?.usage, estimate, outputEstimate, errorClass }, {
+      session_id: session.session_id,
+      node: deps.store.node,
+      provider: req.backend.provider,
+      model: req.model,
+      price: priceOf(req.config, req.backend.provider, req.model)?.price,
+      streamed: req.config.stream,
+      purpose,
+    })
+  );
+}
+
+/**
+ * The spending limits, before each model call: what the prompt (and the session) has spent, from the model-call log,
+ * plus what this call could cost (its estimated input, and agent.maxTokens of output), against agent.maxCostUsd and
+ * agent.maxSessionCostUsd. A call that could cross one is not sent: the run ends here, every tool call answered.
+ */
+export async function checkSpend(deps: LoopDeps, session: Session, req: TurnRequest, estimate: number): Promise<void> {
+  const { maxCostUsd, maxSessionCostUsd } = req.config;
+  if (maxCostUsd === undefined && maxSessionCostUsd === undefined) return;
+  const priced = priceOf(req.config, req.backend.provider, req.model);
+  if (!priced) {
+    throw new RunError(
+      `A spending limit is set (agent.${maxCostUsd !== undefined ? 'maxCostUsd' : 'maxSessionCostUsd'}) but no price is known for ${req.backend.provider} model ${req.model}, so nothing was sent. Set its price in agent.prices (e.g. {"${req.model}":{"inputPerMTokens":0,"outputPerMTokens":0}}), or unset the limit.`
+    );
+  }
+  const sessionCalls = deps.calls ? await deps.calls.list({ session_id: session.session_id }) : [];
+  const next = costOf(priced.price, nextCallTokens(sessionCalls, estimate, req.config.maxTokens));
+  // The prompt's calls: those since its message was accepted (an approval resumes the same prompt).
+  const promptAt = [...session.messages].reverse().find((m) => m.role === 'user')?.at ?? 0;
+  const promptCalls = sessionCalls.filter((c) => c.at >= promptAt);
+  const limits = [
+    { key: 'agent.maxCostUsd', limit: maxCostUsd, calls: promptCalls, what: 'This prompt' },
+    { key: 'agent.maxSessionCostUsd', limit: maxSessionCostUsd, calls: sessionCalls, what: 'This session' },
+  ];
+  for (const { key, limit, calls, what } of limits) {
+    const spent = totals(calls).costUsd;
+    const requests = calls.length;
+    if (limit === undefined || spent + next <= limit) continue;
+    throw new RunError(
+      `${what} has spent ${usd(spent)} in ${requests} model request(s); the next call could cost up to ${usd(next)} (about ${estimate} input tokens and up to agent.maxTokens ${req.config.maxTokens} output tokens at ${priced.source} prices), which would cross ${key} (${usd(limit)}). Nothing more was sent. To go on: raise ${key} (harper-agent config ${key.slice(6)}=<dollars>) and send a new prompt.`
+    );
+  }
+}
+
+/**
+ * What the next call could be billed, for the spending limits: its estimated input, and agent.maxTokens of output.
+ * Where this session's provider has reported cache reads, the input the previous request sent is taken as read from
+ * the cache (the request repeats it byte for byte unless a cut or a compaction came between) and the rest as written
+ * to it (the dearer of the two where the API charges writes); otherwise all of it at the input price.
+ */
+export function nextCallTokens(sessionCalls: readonly { inputTokens: number | null; cacheReadTokens: number | null; errorClass: string | null }[], estimate: number, maxTokens: number): Billed {
+  const caching = sessionCalls.some((c) => (c.cacheReadTokens ?? 0) > 0);
+  const previous = [...sessionCalls].reverse().find((c) => !c.errorClass && c.inputTokens !== null);
+  if (!caching || !previous) return { input: estimate, output: maxTokens };
+  const cacheRead = Math.min(previous.inputTokens!, estimate);
+  return { input: estimate, output: maxTokens, cacheRead, cacheWrite: estimate - cacheRead };
+}
+
+/** A run's backend (metered for the call log) and what its model calls need. */
+export async function turnRequest(deps: LoopDeps, config: AgentConfig, guard: RunGuard, signal: AbortSignal): Promise<TurnRequest> {
+  const registration = Models.get(config.provider);
+  if (!registration) {
+    throw new RunError(`agent.provider ${JSON.stringify(config.provider)} is not registered (available: ${Models.providers().join(', ') || 'none'}). Set agent.provider to one of them.`);
+  }
+  const model = config.model ?? registration.defaultModel;
+  const meter = new RunMeter();
+  const backend = registration.create({
+    model,
+    apiKey: config.apiKey,
+    baseUrl: config.baseUrl,
+    region: config.region,
+    requestTimeoutMs: config.requestTimeoutMs,
+    maxRetries: config.maxRetries,
+    contextWindowTokens: config.contextWindowTokens,
+    errors: providerErrors,
+    meter,
+  });
+  const cacheMarks = cacheMarksFor(registration.provider, priceOf(config, registration.provider, model)?.price.cacheReadPerMTokens !== undefined);
+  return { backend, model, config, guard, signal, meter, counter: await tokenCounter(model), cacheMarks };
+}
