@@ -16,12 +16,23 @@ export async function chromiumPath(): Promise<string> {
   }
 }
 
-/** A headless Chromium with a new, empty profile directory, without the sandbox (tests run as root). */
+/**
+ * A headless Chromium with a new, empty profile directory, without the sandbox (tests run as root). A launch is tried
+ * twice: once, in a full suite run, Chromium closed itself at start ("Target page, context or browser has been
+ * closed"), and 90 launches three at a time under CPU load did not do it again; the error keeps the browser's own
+ * log for the next time.
+ */
 export async function launchBrowser(): Promise<Browser> {
   const executablePath = await chromiumPath();
-  try {
-    return await chromium.launch({ executablePath, headless: true, chromiumSandbox: false, args: FLAGS });
-  } catch (error) {
-    throw new Error(`Chromium at ${executablePath} did not start (set CHROMIUM_PATH to use another build): ${String(error).split('\n')[0]}`);
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await chromium.launch({ executablePath, headless: true, chromiumSandbox: false, args: FLAGS });
+    } catch (error) {
+      if (attempt < 2) {
+        console.log(`      Chromium did not start (${String(error).split('\n')[0]}); trying once more`);
+        continue;
+      }
+      throw new Error(`Chromium at ${executablePath} did not start twice (set CHROMIUM_PATH to use another build): ${String(error).slice(0, 4000)}`);
+    }
   }
 }
