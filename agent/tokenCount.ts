@@ -10,6 +10,14 @@ export interface TokenCounter {
   count(text: string): number;
 }
 
+/** Set by scripts/bundle.ts: the bundle has gpt-tokenizer's ES modules beside it (./gpt-tokenizer/), not the package. */
+declare const BUNDLED_TOKENIZER: boolean | undefined;
+
+/** The module of a model's tokenizer: beside the bundle when bundled; the package when run from tsc's output (tests). */
+function modelModule(model: string): string {
+  return typeof BUNDLED_TOKENIZER !== 'undefined' ? new URL(`./gpt-tokenizer/model/${model}.js`, import.meta.url).href : `gpt-tokenizer/model/${model}`;
+}
+
 const counters = new Map<string, Promise<TokenCounter | undefined>>();
 
 /** Parts shorter than this are counted each time (cheaper than keeping them). */
@@ -51,7 +59,7 @@ async function load(model: string): Promise<TokenCounter | undefined> {
   // A model id is operator input and becomes a module path: only plain ids are looked up.
   if (!/^[a-z0-9][a-z0-9.\-]*$/i.test(model)) return undefined;
   try {
-    const m = (await import(`gpt-tokenizer/model/${model}`)) as { countTokens(text: string): number };
+    const m = (await import(modelModule(model))) as { countTokens(text: string): number };
     if (typeof m.countTokens !== 'function') return undefined;
     return { name: `gpt-tokenizer ${model}`, count: memoized((text) => m.countTokens(text)) };
   } catch {

@@ -6,7 +6,7 @@
 // settings, on every worker thread).
 import { expect } from 'chai';
 import { execFile } from 'node:child_process';
-import { existsSync, lstatSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, lstatSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -47,10 +47,10 @@ describe('deployed with deploy_component on a two-node Harper cluster', function
   });
 
   it('the tarball holds the agent and its four backends, each one file with its libraries compiled in, and nothing of the dev setup', async () => {
-    // Exactly, but for the two packages shipped whole: gpt-tokenizer (one module per model, loaded by model id at run
-    // time) and @harperfast/skills (rules read as files).
+    // Exactly, but for gpt-tokenizer's ES modules beside the bundle (one module per model, loaded by model id at run
+    // time) and the one package shipped whole, @harperfast/skills (rules read as files).
     const backends = ['anthropic', 'bedrock', 'ollama', 'openai'].flatMap((p) => ['config.yaml', 'dist/component.js', 'package.json'].map((f) => `package/node_modules/harper-agent-${p}/${f}`));
-    expect(files.filter((f) => !/^package\/node_modules\/(gpt-tokenizer|@harperfast\/skills)\//.test(f)).sort()).to.deep.equal(
+    expect(files.filter((f) => !/^package\/(node_modules\/@harperfast\/skills|dist\/component\/gpt-tokenizer)\//.test(f)).sort()).to.deep.equal(
       [
         'package/README.md',
         'package/package.json',
@@ -66,9 +66,12 @@ describe('deployed with deploy_component on a two-node Harper cluster', function
         ...backends,
       ].sort(),
     );
-    expect(files).to.include.members(['package/node_modules/gpt-tokenizer/package.json', 'package/node_modules/@harperfast/skills/package.json']);
+    expect(files).to.include.members(['package/dist/component/gpt-tokenizer/model/gpt-4.1-mini.js', 'package/dist/component/gpt-tokenizer/bpeRanks/o200k_base.js', 'package/dist/component/gpt-tokenizer/LICENSE', 'package/node_modules/@harperfast/skills/package.json']);
+    // Only the tokenizer's ES modules (and the package.json that says they are): no CommonJS, TypeScript or data copies (25 of the package's 30 MB).
+    expect(files.filter((f) => f.startsWith('package/dist/component/gpt-tokenizer/') && !/\.js$|\/LICENSE$|\/package\.json$/.test(f))).to.deep.equal([]);
+    expect(statSync(tarball).size).to.be.below(4 * 1024 * 1024);
     const packed = JSON.parse((await run('tar', ['xzOf', tarball, 'package/package.json'])).stdout);
-    expect(Object.keys(packed.dependencies).sort()).to.deep.equal(['@harperfast/skills', 'gpt-tokenizer', 'harper-agent-anthropic', 'harper-agent-bedrock', 'harper-agent-ollama', 'harper-agent-openai']);
+    expect(Object.keys(packed.dependencies).sort()).to.deep.equal(['@harperfast/skills', 'harper-agent-anthropic', 'harper-agent-bedrock', 'harper-agent-ollama', 'harper-agent-openai']);
     expect(packed.bin).to.deep.equal({ 'harper-agent': 'dist/component/cli.js' });
   });
 
@@ -100,6 +103,12 @@ describe('deployed with deploy_component on a two-node Harper cluster', function
       expect(s.messages.at(-1).content).to.equal(`hello from ${provider}, deployed`);
       expect(server.requests.map((r) => r.provider)).to.deep.equal([provider]);
     }
+    // The deployed bundle counts an OpenAI model's tokens with the tokenizer modules shipped beside it.
+    expect((await h.setConfig({ ...providerSettings('openai', server), model: 'gpt-4.1-mini' })).status).to.equal(200);
+    server.reset([{ text: 'counted' }]);
+    const counted = await h.prompt('say hello');
+    expect(counted.status, counted.lastError).to.equal('completed');
+    expect((await session(a, counted.session_id)).estimatedWith).to.equal('gpt-tokenizer gpt-4.1-mini');
   });
 
   const session = async (node: ClusterNode, id: string) => {

@@ -62,8 +62,16 @@ export async function eventually<T>(check: () => Promise<T>, timeoutMs = 30_000,
  * AgentNode row (each writes its own at boot): a write that crossed, not a `connected` flag, which flaps.
  */
 export async function bootCluster(count: number, env: Record<string, string> = {}): Promise<ClusterNode[]> {
+  let at = Date.now();
+  const phases: string[] = [];
+  const phase = (name: string) => {
+    phases.push(`${name} ${((Date.now() - at) / 1000).toFixed(1)} s`);
+    at = Date.now();
+  };
   const payload = readFileSync(await packedTarball()).toString('base64');
+  phase('pack');
   const booted = await Promise.allSettled(Array.from({ length: count }, (_, i) => bootNode(`127.0.0.${i + 2}`, env)));
+  phase('boot');
   const nodes = booted.flatMap((b) => (b.status === 'fulfilled' ? [b.value] : []));
   try {
     const failed = booted.find((b) => b.status === 'rejected');
@@ -71,7 +79,10 @@ export async function bootCluster(count: number, env: Record<string, string> = {
     // At once: each deploy is mostly Harper's own npm install of the component; `deploy` retries the one failure
     // two deploys at once were seen to cause.
     await Promise.all(nodes.map((node) => deploy(node, payload)));
+    phase('deploy');
     await join(nodes);
+    phase('join');
+    console.log(`      cluster of ${count} ready: ${phases.join(', ')}`);
     return nodes;
   } catch (error) {
     // Never leave a node running: the caller gets no handle to stop it.

@@ -2,8 +2,10 @@
 // (esbuild, from tsc's output). A deployed component is then a few dozen files instead of 16,000, which is what
 // deploy_component's time goes on (it copies the unpacked tarball file by file, twice). See DESIGN.md, "One file per
 // component". Left outside: `harperdb` (Harper links its own in), gpt-tokenizer (one module per model, loaded by id
-// at run time, so shipped as a package) and @harperfast/skills (read as files).
+// at run time: its ES modules are copied beside the bundle, 244 of the package's 1,537 files) and @harperfast/skills
+// (read as files).
 import { build, type BuildOptions } from 'esbuild';
+import { cpSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { REPO } from './harper.js';
 
@@ -20,10 +22,22 @@ const common: BuildOptions = {
   logLevel: 'warning',
   // The model-id lookup in agent/tokenCount.ts is meant to stay a run-time import.
   logOverride: { 'unsupported-dynamic-import': 'silent' },
+  define: { BUNDLED_TOKENIZER: 'true' },
   absWorkingDir: REPO,
 };
 
+/** gpt-tokenizer's ES modules (their imports are all relative) and its licence, without the CommonJS, TypeScript and
+ * data copies that make up 25 of its 30 MB: deploy_component's time goes with the tarball. */
+function copyTokenizer(): void {
+  const from = path.join(REPO, 'node_modules/gpt-tokenizer');
+  const to = path.join(REPO, 'dist/component/gpt-tokenizer');
+  rmSync(to, { recursive: true, force: true });
+  cpSync(path.join(from, 'esm'), to, { recursive: true, filter: (f) => !/\.(d\.ts|map)$/.test(f) });
+  cpSync(path.join(from, 'LICENSE'), path.join(to, 'LICENSE'));
+}
+
 async function bundle(): Promise<void> {
+  copyTokenizer();
   await Promise.all([
     // The agent: its jsResource, the grep worker it starts beside itself (new URL('./grepWorker.js', import.meta.url))
     // and the CLI (the package's bin).
