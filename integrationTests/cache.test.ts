@@ -4,33 +4,13 @@
 // what it is billed for its input against the log it read, what the cache saved, and the call log's cost against the
 // server's bill. preview_agent_request answers the request the agent then sends.
 import { expect } from 'chai';
+import { CACHE_LIMIT, cachedInvestigation } from './cacheScenario.js';
 import { providerSuite } from './providerSuite.js';
-import type { BillPrice } from './providerServer/promptCache.js';
-import { isSummaryRequest, sessionReader } from './providerServer/pager.js';
-import type { Provider, Recorded } from './providerServer/server.js';
+import { sessionReader } from './providerServer/pager.js';
+import type { Provider } from './providerServer/server.js';
 import { providerSettings, writeBigLog } from './recoveryScenarios.js';
 
-const LIMIT = 160_000;
 const PROMPTS = 20;
-/** Anthropic's list price shape: reads at 0.1x the input price, writes at 1.25x. OpenAI bills no writes. */
-const PRICE: BillPrice = { inputPerMTokens: 3, outputPerMTokens: 15, cacheReadPerMTokens: 0.3, cacheWritePerMTokens: 3.75 };
-
-/** The log bytes the model read: each read_file page's text, counted once, where it first reached the server. */
-function logBytesRead(requests: readonly Recorded[]): number {
-  const pages = new Map<string, number>();
-  for (const r of requests) {
-    for (const m of r.neutral.messages) {
-      if (m.role !== 'tool' || !m.toolCallId || pages.has(m.toolCallId)) continue;
-      try {
-        const page = JSON.parse(m.text) as { content?: unknown };
-        if (typeof page.content === 'string') pages.set(m.toolCallId, Buffer.byteLength(page.content));
-      } catch {
-        // a result cut to its head: seen whole before
-      }
-    }
-  }
-  return [...pages.values()].reduce((a, b) => a + b, 0);
-}
 
 describe('prompt caching: billed input, not bytes sent', function () {
   this.timeout(300_000);
@@ -38,48 +18,28 @@ describe('prompt caching: billed input, not bytes sent', function () {
 
   for (const provider of ['openai', 'anthropic', 'bedrock'] as const satisfies readonly Provider[]) {
     it(`${provider}: ${PROMPTS} prompts of three pages at a 160 KB window: billed input at most 1.5x the log bytes read, the cache's share, the call log's cost within 2% of the bill`, async () => {
-      const { h, server } = suite;
-      server.reset([], LIMIT);
-      server.caching = true;
-      server.responder = sessionReader('logs', 'big.log', 3);
-      const settings = providerSettings(provider, server);
-      expect((await h.setConfig({ ...settings, maxTurns: 20, prices: { [settings.model]: PRICE } })).status).to.equal(200);
-      let id: string | undefined;
-      for (let i = 0; i < PROMPTS; i++) {
-        const r = await h.promptLight(`Go on reading logs/big.log (${i + 1}).`, id);
-        id = r.session_id;
-        expect(r.status, `prompt ${i + 1}: ${r.lastError}`).to.equal('completed');
-      }
-      const requests = server.requests.filter((r) => r.status === 200);
-      const read = logBytesRead(server.requests);
-      const bill = server.cache.bill;
-      const billed = server.cache.billedInputTokens(PRICE);
-      const sent = bill.uncached + bill.read + bill.write;
-      const summaries = requests.filter((r) => isSummaryRequest(r.neutral)).length;
+      const f = await cachedInvestigation(suite.h, suite.server, provider, PROMPTS);
       console.log(
-        `      ${provider}: ${requests.length} requests (${summaries} summary calls), ${read.toLocaleString('en-US')} bytes of log read; input ${sent.toLocaleString('en-US')} tokens, ` +
-          `${bill.read.toLocaleString('en-US')} read from the cache (${Math.round((bill.read / sent) * 100)}%), ${bill.write.toLocaleString('en-US')} written; ` +
-          `billed ${Math.round(billed).toLocaleString('en-US')} token-equivalents = ${(billed / read).toFixed(2)} per byte read (${((billed * 4) / read).toFixed(2)} in bytes), billed ${Math.round((billed / sent) * 100)}% of what the same input costs uncached`
+        `      ${provider}: ${f.requests} requests (${f.summaries} summary calls), ${f.read.toLocaleString('en-US')} bytes of log read; input ${f.sent.toLocaleString('en-US')} tokens, ` +
+          `${f.cacheRead.toLocaleString('en-US')} read from the cache (${Math.round((f.cacheRead / f.sent) * 100)}%), ${f.cacheWrite.toLocaleString('en-US')} written; ` +
+          `billed ${Math.round(f.billed).toLocaleString('en-US')} token-equivalents = ${(f.billed / f.read).toFixed(2)} per byte read, billed ${Math.round((f.billed / f.sent) * 100)}% of what the same input costs uncached`
       );
-      expect(billed, 'billed input (token-equivalents) against the log bytes read').to.be.at.most(1.5 * read);
+      expect(f.billed, 'billed input (token-equivalents) against the log bytes read').to.be.at.most(1.5 * f.read);
       // The cache does the work: without it every input token is billed whole (1.0 here). Anthropic and Bedrock bill each
       // write at 1.25x, and every new page is written once.
-      expect(billed / sent, 'billed input against the same input uncached').to.be.below(provider === 'openai' ? 0.45 : 0.6);
+      expect(f.billed / f.sent, 'billed input against the same input uncached').to.be.below(provider === 'openai' ? 0.45 : 0.6);
 
       // The call log prices what the provider reported, cache reads and writes at their prices: within 2% of the bill.
-      const calls = await h.op({ operation: 'list_agent_model_calls', session_id: id, limit: 10_000 });
-      const { totals } = calls.body;
-      expect(totals).to.include({ inputTokens: sent, cacheReadTokens: bill.read });
-      expect(totals.cacheWriteTokens).to.equal(provider === 'openai' ? 0 : bill.write);
-      const cost = server.cache.costUsd(PRICE);
-      expect(Math.abs(totals.costUsd - cost) / cost, `call log $${totals.costUsd} against the bill $${cost}`).to.be.below(0.02);
-      expect(totals.cacheShare).to.equal(Math.round((bill.read / sent) * 1000) / 1000);
+      expect(f.totals).to.include({ inputTokens: f.sent, cacheReadTokens: f.cacheRead });
+      expect(f.totals.cacheWriteTokens).to.equal(provider === 'openai' ? 0 : f.cacheWrite);
+      expect(Math.abs(f.totals.costUsd - f.billUsd) / f.billUsd, `call log $${f.totals.costUsd} against the bill $${f.billUsd}`).to.be.below(0.02);
+      expect(f.totals.cacheShare).to.equal(Math.round((f.cacheRead / f.sent) * 1000) / 1000);
     });
   }
 
   it('preview_agent_request answers the request the agent then sends: system text, tools and every message, the new prompt with its time', async () => {
     const { h, server } = suite;
-    server.reset([], LIMIT);
+    server.reset([], CACHE_LIMIT);
     server.responder = sessionReader('logs', 'big.log', 2);
     expect((await h.setConfig({ ...providerSettings('anthropic', server), maxTurns: 20 })).status).to.equal(200);
     const first = await h.promptLight('Read logs/big.log.');
