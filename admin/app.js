@@ -203,7 +203,9 @@ async function showCalls(id) {
   }
   if (current.id !== id) return;
   const t = answer.totals;
-  $('calls-summary').textContent = `Model calls: ${t.requests} request${t.requests === 1 ? '' : 's'} · ${t.inputTokens.toLocaleString('en-US')} in / ${t.outputTokens.toLocaleString('en-US')} out tokens · ${usd(t.costUsd)}`;
+  // The cache's share of the input: what the provider read from its prompt cache, billed at a fraction of the price.
+  const cached = t.cacheReadTokens ? ` · ${t.cacheReadTokens.toLocaleString('en-US')} read from the cache (${Math.round((t.cacheReadTokens / t.inputTokens) * 100)}%)` : '';
+  $('calls-summary').textContent = `Model calls: ${t.requests} request${t.requests === 1 ? '' : 's'} · ${t.inputTokens.toLocaleString('en-US')} in / ${t.outputTokens.toLocaleString('en-US')} out tokens${cached} · ${usd(t.costUsd)}`;
   $('calls').hidden = false;
   $('calls').querySelector('tbody').replaceChildren(
     ...answer.calls.map((c) =>
@@ -215,6 +217,7 @@ async function showCalls(id) {
         el('td', {}, c.model),
         el('td', { class: 'num' }, bytes(c.requestBytes)),
         el('td', { class: 'num' }, c.inputTokens ?? '–'),
+        el('td', { class: 'num' }, c.cacheReadTokens ?? '–'),
         el('td', { class: 'num' }, c.outputTokens ?? '–'),
         el('td', { class: 'num' }, `${c.latencyMs} ms`),
         el('td', {}, c.status ?? 'none'),

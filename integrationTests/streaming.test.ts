@@ -56,6 +56,8 @@ describe('streaming, the model-call log and the spending limit', function () {
     expect((await h.setConfig({ ...settings, stream: true })).status).to.equal(200);
     const releases: (() => void)[] = [];
     server.reset([READ, { text: ANSWER }]);
+    // The server caches as OpenAI does: the second request reads the first one's prefix (the page shows it).
+    server.caching = true;
     // Not held after the first call's tool call; held after the answer's first word and after its second.
     server.streamHolds = [Promise.resolve(), ...[0, 1].map(() => new Promise<void>((r) => releases.push(r)))];
     let start!: () => void;
@@ -105,8 +107,11 @@ describe('streaming, the model-call log and the spending limit', function () {
       // The session's model calls: one row per request the server saw, with its size and status.
       await page.waitForFunction(() => document.querySelectorAll('#calls tbody tr').length === 2, null, { timeout: 10_000 });
       const rows = await page.locator('#calls tbody tr').evaluateAll((trs) => trs.map((tr) => [...tr.querySelectorAll('td')].map((td) => td.textContent)));
-      expect(rows.map((r) => [r[1], r[3], r[7], r[8]])).to.deep.equal(server.requests.map((r) => [`openai · ${new URL(server.url).host}`, `${r.bytes.toLocaleString('en-US')} B`, '200', '']));
-      expect(await page.locator('#calls-summary').textContent()).to.match(/^Model calls: 2 requests · [\d,]+ in \/ [\d,]+ out tokens · \$0\.0000$/);
+      expect(rows.map((r) => [r[1], r[3], r[5], r[8], r[9]])).to.deep.equal(server.requests.map((r) => [`openai · ${new URL(server.url).host}`, `${r.bytes.toLocaleString('en-US')} B`, String(r.usage!.read), '200', '']));
+      const { read, uncached } = server.cache.bill;
+      expect(read).to.be.above(0);
+      const share = Math.round((read / (read + uncached)) * 100);
+      expect(await page.locator('#calls-summary').textContent()).to.match(new RegExp(`^Model calls: 2 requests · [\\d,]+ in / [\\d,]+ out tokens · ${read.toLocaleString('en-US')} read from the cache \\(${share}%\\) · \\$0\\.0000$`));
       await context.close();
     } finally {
       releaseAll();
