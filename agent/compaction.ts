@@ -7,6 +7,7 @@
 import { cursorFirst, truncateWithMarker } from '../resources/models/agentLoop.js';
 import { CURRENT_PROMPT_HEADING } from '../resources/models/backendHelpers.js';
 import type { Message } from '../resources/models/types.js';
+import { middleOut, WORKING_STATE_HEADING, workingStateBlock } from './context/workingState.js';
 
 export interface CompactionRecord {
   role: 'compaction';
@@ -107,6 +108,17 @@ export function planCompaction(messages: readonly StoredMessage[], keepBytes: nu
   return covered === 0 ? null : plan;
 }
 
+/** A record's summary alone: without its heading, its working state and the prompt it restated (each rebuilt at the
+ * next compaction). */
+export function summaryText(record: CompactionRecord): string {
+  let body = record.content;
+  for (const marker of [`\n\n${WORKING_STATE_HEADING}`, `\n\n${CURRENT_PROMPT_HEADING}`]) {
+    const at = body.indexOf(marker);
+    if (at >= 0) body = body.slice(0, at);
+  }
+  return body.startsWith('[') ? body.slice(body.indexOf('\n') + 1) : body;
+}
+
 // ------------------------------------------------------------------------------------------------------------
 // What the summary call reads
 
@@ -119,7 +131,7 @@ const clipBlock = (text: string, bytes: number) => truncateWithMarker(text, byte
 /** The messages a plan covers, as text blocks the summary call reads (one per message, the earlier summary first). */
 export function segmentBlocks(messages: readonly StoredMessage[], plan: CompactionPlan): string[] {
   const blocks: string[] = [];
-  if (plan.previous) blocks.push(`[summary so far, standing for messages #0-#${plan.from - 1}]\n${plan.previous.content}`);
+  if (plan.previous) blocks.push(`[summary so far, standing for messages #0-#${plan.from - 1}]\n${summaryText(plan.previous)}`);
   for (let i = plan.from; i < plan.keepFrom; i++) {
     const m = messages[i]!;
     if (m.role === 'user') blocks.push(`[#${i} operator]\n${clipBlock(m.content, MESSAGE_BLOCK_BYTES)}`);
@@ -159,6 +171,8 @@ not lose:
 - what was ruled out, and why;
 - open leads and the next steps planned;
 - actions waiting for the operator's approval, and any the operator denied.
+The operator's prompts, the cursors of the reads and the assistant's own notes are kept beside your summary word for
+word: spend your words on the findings, the evidence and what was ruled out.
 Drop pleasantries and repeated tool output. Be as short as those allow.`;
 
 /** The summary call's one message: the part to summarize, after the summary of the parts before it. */
@@ -190,61 +204,52 @@ function cursorOf(content: string): string {
 }
 
 const DIGEST_HEADING = 'Digest (deterministic, written without the model):';
-const DROPPED = /^\(\d+ older line\(s\) dropped/;
+const LEFT_OUT = /^\(\d+ \S+ left out here to fit\)$/;
 
 /**
- * A deterministic summary: each prompt, each tool call with its arguments, result size and cursor, the first line of
- * each answer, oldest first, after the earlier digest or summary; cut to `budgetBytes` by dropping the oldest lines
- * (the count dropped is said). It cannot fail.
+ * A deterministic summary of the tool calls a plan covers: each call with its arguments, its result's size and cursor,
+ * oldest first, after the earlier digest's lines or the earlier summary. The prompts and the model's own words are in
+ * the working state beside it. Cut to `budgetBytes` from the middle (the start of the investigation and where it
+ * stands stay; what was left out is said where it was). It cannot fail.
  */
 export function digest(messages: readonly StoredMessage[], plan: CompactionPlan, budgetBytes: number): string {
   const lines: string[] = [];
   if (plan.previous) {
-    // An earlier digest's lines go on as they are (its restated prompt aside); an earlier model summary is one entry.
-    const body = plan.previous.content;
-    const d = body.indexOf(`${DIGEST_HEADING}\n`);
-    const prompt = body.indexOf(`\n\n${CURRENT_PROMPT_HEADING}`);
-    if (d >= 0) lines.push(...body.slice(d + DIGEST_HEADING.length + 1, prompt >= 0 ? prompt : undefined).split('\n').filter((l) => l && !DROPPED.test(l)));
-    else lines.push(`- earlier summary: ${flat(body.slice(body.indexOf('\n') + 1, prompt >= 0 ? prompt : undefined), Math.floor(budgetBytes / 2))}`);
+    // An earlier digest's lines go on as they are; an earlier model summary is one entry.
+    const body = summaryText(plan.previous);
+    if (body.startsWith(`${DIGEST_HEADING}\n`)) lines.push(...body.slice(DIGEST_HEADING.length + 1).split('\n').filter((l) => l && !LEFT_OUT.test(l)));
+    else lines.push(`- earlier summary: ${flat(body, Math.floor(budgetBytes / 2))}`);
   }
-  const results = new Map<string, { index: number; m: Extract<Message, { role: 'tool' }> }>();
+  const results = new Map<string, Extract<Message, { role: 'tool' }>>();
   for (let i = plan.from; i < plan.keepFrom; i++) {
     const m = messages[i]!;
-    if (m.role === 'tool') results.set(m.toolCallId, { index: i, m });
+    if (m.role === 'tool') results.set(m.toolCallId, m);
   }
   for (let i = plan.from; i < plan.keepFrom; i++) {
     const m = messages[i]!;
-    if (m.role === 'user') lines.push(`#${i} prompt: ${flat(m.content, 400)}`);
-    else if (m.role === 'assistant') {
-      const text = m.content.split('\n').find((l) => l.trim()) ?? '';
-      if (!m.toolCalls?.length) lines.push(`#${i} answer: ${flat(m.content, 400)}`);
-      else if (text) lines.push(`#${i} note: ${flat(text, 200)}`);
-      for (const call of m.toolCalls ?? []) {
-        const r = results.get(call.id);
-        const result = r ? ` -> #${r.index} ${Buffer.byteLength(r.m.content).toLocaleString('en-US')} bytes${r.m.isError ? ' (error)' : ''}${r.m.cut ? ` (cut: ${r.m.cut})` : ''}${cursorOf(r.m.content) ? `; ${cursorOf(r.m.content)}` : ''}` : ' -> no result';
-        lines.push(`#${i} ${call.name} ${flat(JSON.stringify(call.arguments), 300)}${result}`);
-      }
+    if (m.role !== 'assistant') continue;
+    for (const call of m.toolCalls ?? []) {
+      const r = results.get(call.id);
+      const result = r ? ` -> ${Buffer.byteLength(r.content).toLocaleString('en-US')} bytes${r.isError ? ' (error)' : ''}${r.cut ? ` (cut: ${r.cut})` : ''}${cursorOf(r.content) ? `; ${cursorOf(r.content)}` : ''}` : ' -> no result';
+      lines.push(`- ${call.name} ${flat(JSON.stringify(call.arguments), 300)}${result}`);
     }
   }
-  const size = (ls: string[]) => ls.reduce((n, l) => n + Buffer.byteLength(l) + 1, Buffer.byteLength(DIGEST_HEADING) + 64);
-  let dropped = 0;
-  while (lines.length > 1 && size(lines) > budgetBytes) {
-    lines.shift();
-    dropped++;
-  }
-  const out = [DIGEST_HEADING, ...(dropped ? [`(${dropped} older line(s) dropped to fit the digest's budget)`] : []), ...lines].join('\n');
+  const out = [DIGEST_HEADING, ...middleOut(lines, budgetBytes - Buffer.byteLength(DIGEST_HEADING) - 64, 'line(s)')].join('\n');
   return Buffer.byteLength(out) > budgetBytes ? clipBlock(out, budgetBytes) : out;
 }
 
 // ------------------------------------------------------------------------------------------------------------
 // The record
 
-/** The record's text, as the model sees it: what it stands for, the summary, and the prompt being answered when the cut
- * fell inside its turn. */
-export function compactionContent(plan: CompactionPlan, summary: string, by: 'model' | 'digest'): string {
-  const heading = `[Summary of messages #0-#${plan.keepFrom - 1} of this session, ${by === 'model' ? 'written by the model' : 'a digest written without the model'}. The messages after it follow whole.]`;
-  const prompt = plan.currentPrompt ? `\n\n${CURRENT_PROMPT_HEADING} (#${plan.currentPrompt.index}):\n${plan.currentPrompt.content}` : '';
-  return `${heading}\n${summary.trim()}${prompt}`;
+/** The record's text, as the model sees it: what it stands for, the summary, the working state (the prompts word for
+ * word, the reads in progress, the model's notes: rebuilt from the whole transcript before `keepFrom`), and the prompt
+ * being answered when the cut fell inside its turn. No message numbers: the model never sees them. */
+export function compactionContent(messages: readonly StoredMessage[], plan: CompactionPlan, summary: string, by: 'model' | 'digest', stateBytes: number): string {
+  const covered = messages.slice(0, plan.keepFrom).filter((m) => !isCompaction(m)).length;
+  const heading = `[Summary of the earlier part of this session (${covered} messages), ${by === 'model' ? 'written by the model' : 'a digest written without the model'}. The messages after it follow whole.]`;
+  const state = workingStateBlock(messages, plan.keepFrom, stateBytes);
+  const prompt = plan.currentPrompt ? `\n\n${CURRENT_PROMPT_HEADING}:\n${plan.currentPrompt.content}` : '';
+  return `${heading}\n${summary.trim()}${state ? `\n\n${state}` : ''}${prompt}`;
 }
 
 /** How the operator reads a record: which messages the summary replaces, for the page, `show` and the CLI. */
@@ -265,25 +270,28 @@ export interface CompactionSizes {
   keepBytes: number;
   /** The digest's bytes at most. */
   digestBytes: number;
+  /** The working state's bytes at most (the prompts, the reads in progress, the model's notes). */
+  stateBytes: number;
   /** A summary call's part, in bytes of text. */
   partBytes: number;
 }
 
 /**
  * The sizes for a budget of `budgetTokens`: compaction starts at `percent` of it; the summary gets a twelfth of the
- * budget (512 to 4,096 tokens); the kept messages half of what is left under the threshold once the fixed part (system
- * prompt, tool list) and the summary are counted, so a request has as much room to grow again; a summary call's part is
+ * budget (512 to 4,096 tokens), and the working state as much again; the kept messages half of what is left under the
+ * threshold once the fixed part (system prompt, tool list), the summary and the working state are counted, so a request has as much room to grow again; a summary call's part is
  * half the budget. `bytesPerToken` is the request's own ratio, so sizes in bytes follow the estimate.
  */
 export function compactionSizes(budgetTokens: number, percent: number, fixedTokens: number, bytesPerToken: number): CompactionSizes {
   const threshold = Math.floor((budgetTokens * percent) / 100);
   const summaryTokens = Math.max(512, Math.min(4096, Math.floor(budgetTokens / 12)));
-  const keepTokens = Math.max(0, Math.floor((threshold - fixedTokens - summaryTokens) / 2));
+  const keepTokens = Math.max(0, Math.floor((threshold - fixedTokens - 2 * summaryTokens) / 2));
   return {
     threshold,
     summaryTokens,
     keepBytes: Math.floor(keepTokens * bytesPerToken),
     digestBytes: Math.floor(summaryTokens * Math.min(bytesPerToken, 3)),
+    stateBytes: Math.floor(summaryTokens * Math.min(bytesPerToken, 3)),
     partBytes: Math.max(4096, Math.floor(((budgetTokens / 2) - summaryTokens - 1024) * Math.min(bytesPerToken, 2.5))),
   };
 }

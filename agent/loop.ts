@@ -16,6 +16,8 @@ import { launch, type ActiveRun } from './runs.js';
 import { RunSupersededError, type RunGuard, type SessionHeader } from './session.js';
 import { isDestructive, ToolError, type ToolContext } from './tools/types.js';
 import { appendToRun, compact, generateTurn, sizesFor } from './turn.js';
+import { callsThisTurn, repeatNotice, repeats, REPEAT_NOTICE, REPEAT_STOP } from './repeats.js';
+import { totals, usd } from './modelCalls.js';
 
 /** Tool calls of the newest assistant message that have no result yet (in order). */
 export function unansweredToolCalls(messages: readonly StoredMessage[]): ToolCall[] {
@@ -54,6 +56,27 @@ export function startRun(deps: LoopDeps, id: string, runner: string, resume?: Re
  * then puts back the status the session had. Cancelled like a run (cancel_agent_run). */
 export function startCompaction(deps: LoopDeps, id: string, runner: string, acceptedAt: number, before: { status: SessionHeader['status']; lastError: string | null }): ActiveRun {
   return launch(deps, id, runner, acceptedAt, (signal) => runCompaction(deps, id, { runner }, signal, before));
+}
+
+/** A repeated call's result with the notice first, within the cap (the notice is short; the result gives way). */
+function withNotice(observation: ToolMessage, notice: string, maxBytes: number): ToolMessage {
+  const call = { id: observation.toolCallId, name: observation.name, arguments: {} };
+  let value: unknown = observation.content;
+  try {
+    value = JSON.parse(observation.content);
+  } catch {
+    // a result cut by the cap: kept as its text
+  }
+  const noticed = value && typeof value === 'object' && !Array.isArray(value) ? { notice, ...value } : { notice, result: value };
+  return capObservation(call, noticed, observation.isError === true, maxBytes);
+}
+
+/** Why a run stopped on a repeated call, with what this prompt's model calls cost (the call log). */
+async function repeatStopMessage(deps: LoopDeps, session: { session_id: string; messages: readonly StoredMessage[] }, call: ToolCall, times: number): Promise<string> {
+  const promptAt = [...session.messages].reverse().find((m) => m.role === 'user')?.at ?? 0;
+  const calls = deps.calls ? (await deps.calls.list({ session_id: session.session_id }).catch(() => [])).filter((c) => c.at >= promptAt) : [];
+  const spent = calls.length ? ` This prompt's ${calls.length} model request(s) cost ${usd(totals(calls).costUsd)} (list_agent_model_calls).` : '';
+  return `The model repeated the same call, ${call.name} ${JSON.stringify(call.arguments)}, ${times} times in a row after being told its results do not change, so the run was stopped before running it again.${spent} To go on: send a prompt that says what to do differently (another file, a cursor, a narrower question).`;
 }
 
 function cutShort(out: GenerateOutput, config: AgentConfig): string | null {
@@ -151,7 +174,10 @@ async function runSession(deps: LoopDeps, id: string, guard: RunGuard, signal: A
             );
             return;
           } else {
+            const times = repeats(callsThisTurn(session.messages, call));
+            if (times >= REPEAT_STOP) throw new RunError(await repeatStopMessage(deps, session, call, times));
             observation = await invokeTool(deps.tools, call, ctx);
+            if (times === REPEAT_NOTICE) observation = withNotice(observation, repeatNotice(call, times), ctx.maxResultBytes);
           }
           if (signal.aborted) return;
           await appendToRun(deps, session, [observation], guard);

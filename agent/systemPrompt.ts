@@ -17,6 +17,10 @@ Tool results are capped in size, so read big files a page at a time:
 Older results are trimmed: before each request only the newest tool results stay whole (agent.workingSetBytes); older
 ones over 2 KiB are cut to a 2 KiB head that keeps their cursor. Note what you need from a page as you read it, and read
 a page again from its cursor (path, offset, startLine) if you need it whole.
+A long session is compacted: its older messages are replaced by one message that begins "[Summary of the earlier part
+of this session". It holds a summary, then a working state: the operator's prompts word for word, each paged read with
+the exact call that reads its next page, and your own earlier notes and answers. Take it as what you already know:
+answer the newest prompt, and go on with a read from the call it gives instead of starting the file again.
 Key material (Harper's keys, *.pem, *.key, private keys inside files) is never served: do not try to work around it.
 Be concise: say what you found, with file names and line numbers, and what the operator should do.`;
 

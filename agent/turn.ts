@@ -133,7 +133,7 @@ export async function compact(deps: LoopDeps, session: Session, req: TurnRequest
   if (!plan) return null;
   const written = await writeSummary(deps, session, req, plan, sizes);
   if (req.signal.aborted) throw new DOMException('cancelled', 'AbortError');
-  const record: CompactionRecord = { role: 'compaction', content: compactionContent(plan, written.summary, written.by), keepFrom: plan.keepFrom, compactedBy: written.by };
+  const record: CompactionRecord = { role: 'compaction', content: compactionContent(session.messages, plan, written.summary, written.by, sizes.stateBytes), keepFrom: plan.keepFrom, compactedBy: written.by };
   if (written.detail) record.detail = written.detail;
   await appendToRun(deps, session, [record], req.guard);
   deps.log?.(`harper-agent: session ${session.session_id}: messages #0-#${plan.keepFrom - 1} compacted into a ${Buffer.byteLength(record.content)}-byte ${written.by === 'model' ? 'summary' : 'digest'}${written.detail ? ` (${written.detail})` : ''}`);

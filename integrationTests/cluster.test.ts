@@ -250,7 +250,9 @@ describe('deployed with deploy_component on a two-node Harper cluster', function
     const answer = await b.h.op({ operation: 'compact_agent_session', session_id: id });
     expect(answer.status, JSON.stringify(answer.body)).to.equal(200);
     expect(answer.body.compaction).to.include({ index: 2, keepFrom: 2, compactedBy: 'model' });
-    expect(answer.body.compaction.content).to.equal('[Summary of messages #0-#1 of this session, written by the model. The messages after it follow whole.]\nThe operator asked what failed; nothing did.');
+    expect(answer.body.compaction.content).to.match(
+      /^\[Summary of the earlier part of this session \(2 messages\), written by the model\. The messages after it follow whole\.\]\nThe operator asked what failed; nothing did\.\n\n=== Working state \(rebuilt at every compaction from the whole session\) ===\nThe operator's prompts, word for word, oldest first:\n1\. \[\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\] what failed\?\nYour own notes and answers, oldest first:\n- answer: Nothing failed in the last hour\.$/
+    );
     expect(server.requests.map((r) => isSummaryRequest(r.neutral))).to.deep.equal([false, true]);
     const calls = (await a.h.op({ operation: 'list_agent_model_calls', session_id: id })).body.calls;
     expect(calls.map((c: any) => [c.purpose, c.node])).to.deep.equal([['turn', a.name], ['compaction', a.name]]);

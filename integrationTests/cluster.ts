@@ -107,8 +107,8 @@ async function join(nodes: ClusterNode[]): Promise<void> {
   }
   for (const node of nodes) {
     // A healthy join shows every row within a few seconds even under load; a link that never came up is told apart
-    // from a slow one by cluster_status after 10 s instead of after a full timeout (it cost 30 s a run when it happened).
-    if (await holdsEveryRow(node, nodes, 10_000).then(() => true, () => false)) continue;
+    // from a slow one by cluster_status: down at two looks 2 s apart, from 3 s on (it cost 30 s a run when it happened).
+    if (await joinedOrStuck(node, nodes)) continue;
     const status = await clusterStatus(nodes);
     if (!agentSocketDown(status.get(node.name))) {
       await holdsEveryRow(node, nodes, 30_000).catch(async (error) => {
@@ -128,6 +128,24 @@ async function join(nodes: ClusterNode[]): Promise<void> {
       throw withStatus(again, await clusterStatus(nodes));
     });
   }
+}
+
+/** Within 10 s: true once `node` holds every node's row; false when its agent socket is still down 2 s after it was
+ * first seen down (from 3 s on), or at 10 s. */
+async function joinedOrStuck(node: ClusterNode, nodes: ClusterNode[]): Promise<boolean> {
+  const start = Date.now();
+  let downSince = 0;
+  while (Date.now() - start < 10_000) {
+    if (await holdsEveryRow(node, nodes, 0).then(() => true, () => false)) return true;
+    if (Date.now() - start >= 3_000) {
+      const down = agentSocketDown((await clusterStatus(nodes)).get(node.name));
+      if (!down) downSince = 0;
+      else if (!downSince) downSince = Date.now();
+      else if (Date.now() - downSince >= 2_000) return false;
+    }
+    await new Promise((r) => setTimeout(r, 500));
+  }
+  return false;
 }
 
 /** Waits until `node` holds every node's AgentNode row. */

@@ -5,6 +5,7 @@
 // local provider's digest and compaction on demand: compactionLocal.test.ts (its own file, so a test lane runs it
 // beside this one).
 import { expect } from 'chai';
+import { WORKING_STATE_HEADING } from '../agent/context/workingState.js';
 import { isSummaryRequest, sessionReader } from './providerServer/pager.js';
 import type { Provider, Recorded, Turn } from './providerServer/server.js';
 import { providerSuite } from './providerSuite.js';
@@ -44,18 +45,28 @@ describe('compaction: a session never dies of its length', function () {
     for (const r of after) expect(r.bytes, 'after the first compaction').to.be.at.most(LIMIT);
     // Bounded, not growing: the ten prompts after the first compaction's, and the last ten, reach the same largest request
     // (give or take the digits of prompt numbers and line numbers, which grow: 1%).
-    const turnsOf = (from: number, to: number) => requests.slice(started[from], to < started.length ? started[to] : requests.length).filter((r) => !isSummaryRequest(r.neutral)).map((r) => r.bytes);
+    // The working state in the summary grows with the session up to its own budget (the prompts and notes, cut from the
+    // middle once it is full): that growth aside.
+    const turnsOf = (from: number, to: number) => requests.slice(started[from], to < started.length ? started[to] : requests.length).filter((r) => !isSummaryRequest(r.neutral));
+    const stateOf = (r: Recorded) => {
+      const text = r.neutral.messages[0]?.text ?? '';
+      const at = text.indexOf(WORKING_STATE_HEADING);
+      return at < 0 ? 0 : Buffer.byteLength(text.slice(at));
+    };
+    const largestOf = (rs: Recorded[]) => rs.reduce((a, b) => (b.bytes > a.bytes ? b : a));
     const p = started.findIndex((s) => s > first) - 1;
-    const early = Math.max(...turnsOf(p + 1, p + 11));
-    const late = Math.max(...turnsOf(prompts - 10, prompts));
-    expect(late, 'the largest request of the last ten prompts, against the ten after the first compaction').to.be.at.most(Math.ceil(early * 1.01));
-    const tenthAfter = turnsOf(p + 1, prompts)[9]!;
+    const earlyRequest = largestOf(turnsOf(p + 1, p + 11));
+    const lateRequest = largestOf(turnsOf(prompts - 10, prompts));
+    const [early, late] = [earlyRequest.bytes, lateRequest.bytes];
+    const grown = stateOf(lateRequest) - stateOf(earlyRequest);
+    expect(late - grown, 'the largest request of the last ten prompts (less the working state\'s growth), against the ten after the first compaction').to.be.at.most(Math.ceil(early * 1.01));
+    const tenthAfter = turnsOf(p + 1, prompts)[9]!.bytes;
     const summaries = requests.filter((r) => isSummaryRequest(r.neutral));
     const largest = Math.max(...requests.map((r) => r.bytes));
     console.log(
       `      ${provider}: ${prompts} prompts, ${requests.length} requests (${summaries.length} summary calls, ${summaries.reduce((n, r) => n + r.bytes, 0).toLocaleString('en-US')} bytes); first compaction in prompt ${p + 1}; ` +
         `${rejected.length} rejected; largest ${largest.toLocaleString('en-US')} bytes; largest of the ten prompts after the first compaction ${early.toLocaleString('en-US')}, of the last ten ${late.toLocaleString('en-US')}; ` +
-        `request 10 after it ${tenthAfter.toLocaleString('en-US')}, the last ${requests.at(-1)!.bytes.toLocaleString('en-US')}`
+        `request 10 after it ${tenthAfter.toLocaleString('en-US')}, the last ${requests.at(-1)!.bytes.toLocaleString('en-US')}; the working state grew ${grown.toLocaleString('en-US')} bytes to ${stateOf(lateRequest).toLocaleString('en-US')}`
     );
     return summaries.length;
   }
@@ -76,7 +87,7 @@ describe('compaction: a session never dies of its length', function () {
     expect(parts.some((n: number) => n > 1), 'a segment summarized in parts').to.equal(true);
     for (const r of records) {
       expect(r.compactedBy).to.equal('model');
-      expect(r.content).to.match(/^\[Summary of messages #0-#\d+ of this session, written by the model\. The messages after it follow whole\.\]\nInvestigating big\.log: read up to line \d+/);
+      expect(r.content).to.match(/^\[Summary of the earlier part of this session \(\d+ messages\), written by the model\. The messages after it follow whole\.\]\nInvestigating big\.log: read up to line \d+/);
     }
     const calls = (await h.op({ operation: 'list_agent_model_calls', session_id: id, limit: 10_000 })).body.calls;
     expect(calls.filter((c: any) => c.purpose === 'compaction')).to.have.length(summaries);
@@ -103,7 +114,8 @@ describe('compaction: a session never dies of its length', function () {
       const record = s.messages.find((m: any) => m.role === 'compaction');
       expect(record.compactedBy).to.equal('digest');
       expect(record.detail).to.match(/^the summary call failed: /);
-      expect(record.content).to.match(/\nDigest \(deterministic, written without the model\):\n#0 prompt: Go on reading logs\/big\.log \(1\)\.\n#1 read_file \{"root":"logs","path":"big\.log"\} -> #2 3\d,\d{3} bytes/);
+      expect(record.content).to.match(/\nDigest \(deterministic, written without the model\):\n- read_file \{"root":"logs","path":"big\.log"\} -> 3\d,\d{3} bytes/);
+      expect(record.content).to.contain("\n=== Working state (rebuilt at every compaction from the whole session) ===\nThe operator's prompts, word for word, oldest first:\n1. [");
       const calls = (await h.op({ operation: 'list_agent_model_calls', session_id: id })).body.calls;
       const failed = calls.filter((c: any) => c.purpose === 'compaction');
       expect(failed.length).to.be.at.least(1);

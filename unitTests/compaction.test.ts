@@ -113,22 +113,21 @@ describe('compaction: the digest', () => {
     long.push(u(`question ${i} about logs/hdb.log`), a('', `c${i}`), t(`c${i}`, JSON.stringify({ path: 'logs/hdb.log', startLine: i * 10 + 1, nextLine: i * 10 + 11, nextOffset: i * 1000, content: 'x'.repeat(3000) })), a(`answer ${i}\nsecond line`));
   }
 
-  it('lists each prompt, each tool call with its arguments, result size and cursor, and each answer\'s first line', () => {
+  it('lists each tool call with its arguments, result size and cursor (the prompts and answers are the working state\'s)', () => {
     const d = digest(long, { from: 0, keepFrom: 4 }, 10_000);
     expect(d.split('\n')).to.deep.equal([
       'Digest (deterministic, written without the model):',
-      '#0 prompt: question 0 about logs/hdb.log',
-      '#1 read_file {"root":"logs","path":"x.log"} -> #2 3,079 bytes; path "logs/hdb.log", startLine 1, nextLine 11, nextOffset 0',
-      '#3 answer: answer 0 second line',
+      `- read_file {"root":"logs","path":"x.log"} -> ${Buffer.byteLength((long[2] as { content: string }).content).toLocaleString('en-US')} bytes; path "logs/hdb.log", startLine 1, nextLine 11, nextOffset 0`,
     ]);
   });
 
-  it('is cut to its budget by dropping the oldest lines, and says how many', () => {
+  it('is cut to its budget from the middle: the first call and the newest stay, and it says how many it left out', () => {
     const d = digest(long, { from: 0, keepFrom: 800 }, 4096);
     expect(Buffer.byteLength(d)).to.be.at.most(4096);
     const lines = d.split('\n');
-    expect(lines[1]).to.match(/^\(\d+ older line\(s\) dropped to fit the digest's budget\)$/);
-    expect(lines.at(-1)).to.equal('#799 answer: answer 199 second line');
+    expect(lines[1]).to.match(/^- read_file \{"root":"logs","path":"x\.log"\} -> [\d,]+ bytes; path "logs\/hdb\.log", startLine 1, nextLine 11, nextOffset 0$/);
+    expect(lines.filter((l) => /^\(\d+ line\(s\) left out here to fit\)$/.test(l))).to.have.length(1);
+    expect(lines.at(-1)).to.match(/startLine 1991, nextLine 2001, nextOffset 199000$/);
   });
 
   it('a later digest carries the earlier one\'s lines on, within the same budget', () => {
@@ -139,8 +138,8 @@ describe('compaction: the digest', () => {
     expect(second.split('\n').slice(1)).to.deep.equal([...first.split('\n').slice(1), ...digest(long, { from: 8, keepFrom: 12 }, 4096).split('\n').slice(1)]);
   });
 
-  it('sizes: the threshold is the percent of the budget; kept messages get half the room left; the summary 512 to 4,096 tokens', () => {
-    expect(compactionSizes(48_000, 75, 5_000, 3)).to.deep.equal({ threshold: 36_000, summaryTokens: 4_000, keepBytes: 40_500, digestBytes: 12_000, partBytes: 47_440 });
+  it('sizes: the threshold is the percent of the budget; kept messages get half the room left once the summary and the working state (as large) are counted; the summary 512 to 4,096 tokens', () => {
+    expect(compactionSizes(48_000, 75, 5_000, 3)).to.deep.equal({ threshold: 36_000, summaryTokens: 4_000, keepBytes: 34_500, digestBytes: 12_000, stateBytes: 12_000, partBytes: 47_440 });
     expect(compactionSizes(4_000, 50, 1_000, 2).summaryTokens).to.equal(512);
   });
 });
@@ -170,7 +169,7 @@ describe('compaction in the loop', () => {
     for (const { m } of records) {
       expect(m.compactedBy).to.equal('model');
       // A cut inside a prompt's turn restates the prompt being answered after the summary.
-      expect(m.content).to.match(/^\[Summary of messages #0-#\d+ of this session, written by the model\. The messages after it follow whole\.\]\nSUMMARY of \d+ chars(\n\nThe operator's prompt being answered, kept whole \(#\d+\):\nread logs\/a\.log( again \(\d+\))?)?$/);
+      expect(m.content).to.match(/^\[Summary of the earlier part of this session \(\d+ messages\), written by the model\. The messages after it follow whole\.\]\nSUMMARY of \d+ chars\n\n=== Working state \(rebuilt at every compaction from the whole session\) ===\nThe operator's prompts, word for word, oldest first:\n1\. \[[\dT:-]+Z\] read logs\/a\.log\n[\s\S]*?(\n\nThe operator's prompt being answered, kept whole:\nread logs\/a\.log( again \(\d+\))?)?$/);
     }
     const turns = h.backend.inputs.filter((x) => !isSummaryCall(x));
     const summaries = h.backend.inputs.filter(isSummaryCall);
@@ -211,19 +210,20 @@ describe('compaction in the loop', () => {
     const record = s.messages.find((m): m is CompactionRecord => m.role === 'compaction')!;
     expect(record.compactedBy).to.equal('digest');
     expect(record.detail).to.equal('the summary call failed: scripted request failed (HTTP 500): boom');
-    expect(record.content).to.match(/^\[Summary of messages #0-#\d+ of this session, a digest written without the model\. The messages after it follow whole\.\]\nDigest \(deterministic, written without the model\):\n#0 prompt: read logs\/a\.log\n#1 read_file \{"root":"logs","path":"a\.log"\} -> #2 6,1\d\d bytes; path "logs\/a\.log"/);
+    expect(record.content).to.match(/^\[Summary of the earlier part of this session \(\d+ messages\), a digest written without the model\. The messages after it follow whole\.\]\nDigest \(deterministic, written without the model\):\n- read_file \{"root":"logs","path":"a\.log"\} -> 6,1\d\d bytes; path "logs\/a\.log"/);
+    expect(record.content).to.match(/\n=== Working state \(rebuilt at every compaction from the whole session\) ===\nThe operator's prompts, word for word, oldest first:\n1\. \[[\dT:-]+Z\] read logs\/a\.log\n/);
   });
 
   it('the local backend gets the digest, and reads on after a cut inside its prompt\'s turn', async () => {
     Models.register(localBackend);
-    const h = harness([], { provider: 'local', contextWindowTokens: 9_000, maxTokens: 500, maxToolResultBytes: 4096, workingSetBytes: 0 });
+    const h = harness([], { provider: 'local', contextWindowTokens: 10_000, maxTokens: 500, maxToolResultBytes: 4096, workingSetBytes: 0 });
     writeFileSync(path.join(h.scopes.logs, 'long.log'), Array.from({ length: 400 }, (_, i) => `line ${i + 1} ${i % 50 === 0 ? 'error here' : 'fine'} ${'.'.repeat(60)}\n`).join(''));
     const s = await prompt(h, 'summarize logs/long.log');
     expect(s.status, s.lastError ?? '').to.equal('completed');
     const records = s.messages.filter((m): m is CompactionRecord => m.role === 'compaction');
     expect(records.length).to.be.at.least(1);
     for (const r of records) expect([r.compactedBy, r.detail]).to.deep.equal(['digest', 'the local backend is not a model']);
-    expect(records[0]!.content).to.contain(`${CURRENT_PROMPT_HEADING} (#0):\nsummarize logs/long.log`);
+    expect(records[0]!.content).to.contain(`${CURRENT_PROMPT_HEADING}:\nsummarize logs/long.log`);
     // It read on to the end from the cursor kept whole, and its answer covers the whole file: its newest note (the text
     // of the model turn a cut inside its prompt's turn keeps) carries the tally of the pages before.
     expect(s.messages.at(-1)!.content).to.match(/^logs\/long\.log: 400 lines, 29940 bytes, read in \d+ page\(s\); 29940 bytes of text seen\. 8 line\(s\) mention "error"; the first 5:\n- line 1: line 1 error here \.+\n- line 51: line 51 error here/);

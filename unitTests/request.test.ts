@@ -103,7 +103,7 @@ describe('the request over a long session: the prefix holds but at a cut or a co
       if (kept) continue;
       breaks++;
       // Explained: a compaction (the request now opens with a summary) or a result cut to its head since.
-      const compacted = next.messages[0]!.content.startsWith('[Summary of messages');
+      const compacted = next.messages[0]!.content.startsWith('[Summary of the earlier part');
       const cut = next.messages.some((m, k) => m.role === 'tool' && m.cut === 'workingSet' && prev.messages.some((p) => p.role === 'tool' && p.toolCallId === m.toolCallId && !p.cut) && k < prev.messages.length);
       expect(compacted || cut, `request ${i} changed what request ${i - 1} sent without a cut or a compaction`).to.equal(true);
     }

@@ -86,6 +86,54 @@ export function sessionReader(root: string, file: string, pages: number, onSumma
   };
 }
 
+/**
+ * A model that keeps the thread only from what each request holds: the first prompt greps `file` for `needle` and
+ * answers with where it is and what it ruled out; every later prompt reads `pages` pages of `file` from the newest
+ * cursor the request shows (a page, whole or cut to its head, after the newest summary; else the working state's call
+ * for the next page; else the file's start), and says where the file ended. Asked for a summary, it answers
+ * `summary` (a scripted summarizer that knows nothing, or a failure so that the digest stands in).
+ */
+export function threadFollower(root: string, file: string, pages: number, needle: string, summary: Turn): Responder {
+  return (req: NeutralRequest): Turn => {
+    if (isSummaryRequest(req)) return summary;
+    let since = req.messages.length - 1;
+    while (since >= 0 && req.messages[since]!.role !== 'user') since--;
+    const results = req.messages.slice(since + 1).filter((m) => m.role === 'tool');
+    const last = results.at(-1);
+    if (last?.text.includes('"matches":')) {
+      const match = new RegExp(`"line":(\\d+),"text":"[^"]*${needle}`).exec(last.text);
+      return { text: `Found "${needle}" at line ${match?.[1] ?? '?'} of ${file}. Ruled out: the disk (usage 41%, far from full).` };
+    }
+    if (req.messages.filter((m) => m.role === 'user').length === 1 && results.length === 0 && !req.messages[0]!.text.startsWith('[Summary')) {
+      return { toolCalls: [{ name: 'grep_files', arguments: { root, path: file, pattern: needle } }] };
+    }
+    const total = last ? /"totalLines":(\d+)/.exec(last.text) : null;
+    if (total) return { text: `Reached the end of ${file}: ${total[1]} lines.` };
+    if (results.length >= pages) return { text: `Read ${results.length} more pages of ${file}.` };
+    return { toolCalls: [{ name: 'read_file', arguments: { root, path: file, ...cursorInRequest(req, root, file) } }] };
+  };
+}
+
+/** The newest cursor for `file` in what a request holds: a read_file page after the newest summary, or the summary's
+ * working-state call for the next page; nothing else (no memory of earlier requests). */
+function cursorInRequest(req: NeutralRequest, root: string, file: string): { startLine?: number; offset?: number } {
+  let cursor: { startLine?: number; offset?: number } = {};
+  for (const m of req.messages) {
+    if (m.role === 'user' && m.text.startsWith('[Summary')) {
+      for (const line of m.text.split('\n')) {
+        if (!line.startsWith('- read_file {')) continue;
+        const args = JSON.parse(line.slice('- read_file '.length, line.lastIndexOf('}') + 1)) as Record<string, unknown>;
+        if (args.root === root && args.path === file && typeof args.offset === 'number') cursor = { startLine: args.startLine as number, offset: args.offset };
+      }
+    }
+    if (m.role !== 'tool') continue;
+    const line = /"nextLine":(\d+)/.exec(m.text);
+    const offset = /"nextOffset":(\d+)/.exec(m.text);
+    if (line && offset) cursor = { startLine: Number(line[1]), offset: Number(offset[1]) };
+  }
+  return cursor;
+}
+
 /** A follow-up's prompt as the agent writes it (agent/followupFiring.ts followupPrompt): the message is the group. */
 export const FOLLOWUP_PROMPT = /^Follow-up you scheduled at \S+: (.*?)(?:\n\n\[sent \S+\])?$/;
 

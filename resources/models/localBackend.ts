@@ -139,6 +139,28 @@ const HELP =
   'writes a file once you approve it. Set agent.provider (openai, ' +
   'anthropic or bedrock) for a real model.';
 
+/** In a compaction record's working state: the call that reads `ref`'s next page, and the newest note it can parse
+ * (the tally of the pages read before the compaction). */
+function resumeFrom(summary: string, ref: { root: string; path: string }): { args: Record<string, unknown>; note: Note | null } | null {
+  if (!summary.includes('=== Working state')) return null;
+  let args: Record<string, unknown> | null = null;
+  let note: Note | null = null;
+  for (const line of summary.split('\n')) {
+    try {
+      if (line.startsWith('- read_file {')) {
+        const a = JSON.parse(line.slice('- read_file '.length, line.lastIndexOf('}') + 1)) as Record<string, unknown>;
+        if (a.root === ref.root && a.path === ref.path && a.offset !== undefined) args = a;
+      } else if (line.startsWith('- note: ')) {
+        const n = readNote(line.slice('- note: '.length));
+        if (n && n.path.endsWith(ref.path)) note = n;
+      }
+    } catch {
+      // a clipped line: not this one
+    }
+  }
+  return args ? { args, note } : null;
+}
+
 export class LocalBackend implements ModelBackend {
   readonly provider = 'local';
 
@@ -169,7 +191,12 @@ export class LocalBackend implements ModelBackend {
     const ref = parseFileReference(prompt);
     if (!ref) return answer(HELP);
     const listing = ref.root !== 'config' && (ref.path === '' || ref.path.endsWith('/'));
-    if (results.length === 0) return listing ? call('list_dir', { root: ref.root, path: ref.path }) : call('read_file', { root: ref.root, path: ref.path });
+    if (results.length === 0) {
+      if (listing) return call('list_dir', { root: ref.root, path: ref.path });
+      // A compaction cut inside this prompt's turn: go on from the read its working state names, as a model would.
+      const resume = u >= 0 ? resumeFrom((messages[u] as Extract<Message, { role: 'user' }>).content, ref) : null;
+      return resume ? call('read_file', resume.args, resume.note ? noteText(resume.note) : '') : call('read_file', { root: ref.root, path: ref.path });
+    }
     const last = results[results.length - 1]!;
     const page = parse(last);
     if (last.name === 'list_dir') {
