@@ -175,11 +175,13 @@ The operator's prompts, the cursors of the reads and the assistant's own notes a
 word: spend your words on the findings, the evidence and what was ruled out.
 Drop pleasantries and repeated tool output. Be as short as those allow.`;
 
-/** The summary call's one message: the part to summarize, after the summary of the parts before it. */
-export function summaryPrompt(part: string, soFar: string | undefined, maxWords: number): string {
-  const intro = soFar
+/** The summary call's one message: the part to summarize, after the summary of the parts before it; `focus` is what
+ * the operator asked the summary to keep (compact_agent_session's instructions). */
+export function summaryPrompt(part: string, soFar: string | undefined, maxWords: number, focus?: string): string {
+  const keep = focus ? `The operator asks that the summary keep this in focus: ${focus}\n\n` : '';
+  const intro = keep + (soFar
     ? `Here is your summary of the conversation so far, then the messages that followed. Write one summary of both, at most ${maxWords} words.\n\n=== Summary so far ===\n${soFar}\n\n=== Messages that followed ===\n`
-    : `Summarize these messages of the conversation, at most ${maxWords} words.\n\n=== Messages ===\n`;
+    : `Summarize these messages of the conversation, at most ${maxWords} words.\n\n=== Messages ===\n`);
   return intro + part;
 }
 

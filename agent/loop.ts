@@ -54,8 +54,8 @@ export function startRun(deps: LoopDeps, id: string, runner: string, resume?: Re
 
 /** Starts compact_agent_session's work on a session already marked running with `runner`: it compacts everything,
  * then puts back the status the session had. Cancelled like a run (cancel_agent_run). */
-export function startCompaction(deps: LoopDeps, id: string, runner: string, acceptedAt: number, before: { status: SessionHeader['status']; lastError: string | null }): ActiveRun {
-  return launch(deps, id, runner, acceptedAt, (signal) => runCompaction(deps, id, { runner }, signal, before));
+export function startCompaction(deps: LoopDeps, id: string, runner: string, acceptedAt: number, before: { status: SessionHeader['status']; lastError: string | null }, focus?: string): ActiveRun {
+  return launch(deps, id, runner, acceptedAt, (signal) => runCompaction(deps, id, { runner }, signal, before, focus));
 }
 
 /** A repeated call's result with the notice first, within the cap (the notice is short; the result gives way). */
@@ -94,7 +94,7 @@ function cutShort(out: GenerateOutput, config: AgentConfig): string | null {
 
 /** compact_agent_session: everything the model sees becomes one summary (the newest prompt's turn too: the session is
  * between runs), then the session's status is put back. A failure of the summary call falls back to the digest. */
-async function runCompaction(deps: LoopDeps, id: string, guard: RunGuard, signal: AbortSignal, before: { status: SessionHeader['status']; lastError: string | null }): Promise<void> {
+async function runCompaction(deps: LoopDeps, id: string, guard: RunGuard, signal: AbortSignal, before: { status: SessionHeader['status']; lastError: string | null }, focus?: string): Promise<void> {
   const restore = (lastError: string | null, status = before.status) =>
     deps.store.mutate(
       id,
@@ -110,7 +110,7 @@ async function runCompaction(deps: LoopDeps, id: string, guard: RunGuard, signal
     const req = await turnRequest(deps, config, guard, signal);
     const session = (await deps.store.get(id))!;
     const budget = (await budgetOf(deps, req)) ?? { tokens: ON_DEMAND_BUDGET_TOKENS, source: 'no window known' };
-    await compact(deps, session, req, sizesFor(deps, session, req, budget).sizes, true);
+    await compact(deps, session, req, sizesFor(deps, session, req, budget).sizes, true, focus);
     await restore(before.lastError);
   } catch (error) {
     if (error instanceof RunSupersededError || isAbortError(error, signal)) return;

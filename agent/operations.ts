@@ -317,7 +317,8 @@ export function createOperations(deps: OperationsDeps): Record<string, Operation
     compact_agent_session: {
       // Compacts on demand (agent.compaction aside): everything the model sees becomes one summary, written by the
       // model (the digest when it cannot be), on the node that owns the session. Answers once it is stored.
-      schema: object({ session_id: sessionId }, ['session_id']),
+      // `instructions`: what the summary must keep in focus (the operator's words, passed to the summary call).
+      schema: object({ session_id: sessionId, instructions: { type: 'string', minLength: 1, maxLength: 2000 } }, ['session_id']),
       async handle(input, _user, via = {}) {
         const id = input.session_id as string;
         const existing = await mustGet(id);
@@ -335,7 +336,7 @@ export function createOperations(deps: OperationsDeps): Record<string, Operation
           s.lastError = null;
           s.runner = runner;
         });
-        await startCompaction(deps, id, runner, accepted.updatedAt, before).done;
+        await startCompaction(deps, id, runner, accepted.updatedAt, before, input.instructions as string | undefined).done;
         const s = await mustGet(id);
         const c = newestCompaction(s.messages);
         return { session_id: id, status: s.status, lastError: s.lastError, compaction: c >= accepted.messageCount ? messageView(s.messages[c]!, c) : null };

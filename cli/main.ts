@@ -17,8 +17,8 @@ usage:
   harper-agent show ID [--full]                    a session's transcript (each message with its size) and model calls
   harper-agent preview [ID] [--next "<prompt>"]    the request the agent would send next: each part's size, the
                                                    stable prefix a provider's cache can hold, what is cut
-  harper-agent compact ID                          replace what the model sees of a session by one summary (the
-                                                   messages stay stored), between runs
+  harper-agent compact ID [--focus "<what>"]       replace what the model sees of a session by one summary (the
+                                                   messages stay stored), between runs; --focus: what it must keep
   harper-agent cancel ID                           stop a session's run (and its pending follow-ups)
   harper-agent cancel-followup FOLLOWUP            cancel a follow-up the model scheduled
   harper-agent delete ID                           delete a session and everything of it (not while it runs)
@@ -57,6 +57,7 @@ interface Flags {
   title?: string;
   cursor?: string;
   next?: string;
+  focus?: string;
   deny?: boolean;
   json?: boolean;
   full?: boolean;
@@ -74,6 +75,7 @@ const OPTIONS = {
   title: { type: 'string' },
   cursor: { type: 'string' },
   next: { type: 'string' },
+  focus: { type: 'string' },
   deny: { type: 'boolean' },
   json: { type: 'boolean' },
   full: { type: 'boolean' },
@@ -285,8 +287,8 @@ export async function run(argv: string[], io: Io): Promise<number> {
       return EXIT.ok;
     }
     case 'compact': {
-      needs(args, 1, 'compact ID');
-      const answer = await client.op({ operation: 'compact_agent_session', session_id: args[0] });
+      needs(args, 1, 'compact ID [--focus "<what>"]');
+      const answer = await client.op({ operation: 'compact_agent_session', session_id: args[0], ...(typeof flags.focus === 'string' ? { instructions: flags.focus } : {}) });
       const c = answer.compaction as MessageView | null;
       print(c ? `session ${answer.session_id}: ${c.boundary}\n${compactionLines(c).join('\n')}` : `session ${answer.session_id}: ${answer.status}, not compacted${answer.lastError ? `: ${answer.lastError}` : ''}`, answer);
       return c ? EXIT.ok : EXIT.runFailed;

@@ -142,7 +142,8 @@ describe('deployed with deploy_component on a two-node Harper cluster', function
   });
 
   it("a run on A is seen live from B, outlives B's SIGKILL and restart, and completes; B's sessions answer 503 on A while B is down", async () => {
-    writeFileSync(path.join(a.h.logsDir, 'cluster.log'), Array.from({ length: 40_000 }, (_, i) => `line ${i} ERROR nothing to see`).join('\n') + '\n');
+    // On both nodes: B's own session below reads it too (a model reading a missing file over and over is stopped).
+    for (const node of [a, b]) writeFileSync(path.join(node.h.logsDir, 'cluster.log'), Array.from({ length: 40_000 }, (_, i) => `line ${i} ERROR nothing to see`).join('\n') + '\n');
     server.reset();
     server.responder = investigatorResponder('logs', 'cluster.log', 12);
     server.delayMs = 400;
@@ -152,7 +153,10 @@ describe('deployed with deploy_component on a two-node Harper cluster', function
     const onB = await b.h.op({ operation: 'agent_prompt', message: 'hello from B' });
     expect(onB.status).to.equal(200);
     expect(onB.body.node).to.equal(b.name);
-    await eventually(async () => expect((await session(b, onB.body.session_id)).status).to.equal('completed'), 60_000);
+    await eventually(async () => {
+      const s = await session(b, onB.body.session_id);
+      expect(s.status, s.lastError).to.equal('completed');
+    }, 60_000);
 
     // A's run is held after its sixth tool call until B is back, so it outlives B's SIGKILL and restart however long
     // they take (a race against the clock failed here: A finished first).
@@ -196,7 +200,7 @@ describe('deployed with deploy_component on a two-node Harper cluster', function
       release();
       const done = await eventually(async () => {
         const s = await session(a, id);
-        expect(s.status).to.equal('completed');
+        expect(s.status, s.lastError).to.equal('completed');
         return s;
       }, 120_000, 250);
       expect(done.lastError).to.equal(null);
@@ -247,13 +251,15 @@ describe('deployed with deploy_component on a two-node Harper cluster', function
     const started = await a.h.op({ operation: 'agent_prompt', message: 'what failed?' });
     const id = started.body.session_id as string;
     await eventually(async () => expect((await session(a, id)).status).to.equal('completed'), 10_000);
-    const answer = await b.h.op({ operation: 'compact_agent_session', session_id: id });
+    const answer = await b.h.op({ operation: 'compact_agent_session', session_id: id, instructions: 'what the operator asked about failures' });
     expect(answer.status, JSON.stringify(answer.body)).to.equal(200);
     expect(answer.body.compaction).to.include({ index: 2, keepFrom: 2, compactedBy: 'model' });
     expect(answer.body.compaction.content).to.match(
       /^\[Summary of the earlier part of this session \(2 messages\), written by the model\. The messages after it follow whole\.\]\nThe operator asked what failed; nothing did\.\n\n=== Working state \(rebuilt at every compaction from the whole session\) ===\nThe operator's prompts, word for word, oldest first:\n1\. \[\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\] what failed\?\nYour own notes and answers, oldest first:\n- answer: Nothing failed in the last hour\.$/
     );
     expect(server.requests.map((r) => isSummaryRequest(r.neutral))).to.deep.equal([false, true]);
+    // The operator's focus went with the forward to A and into the summary call.
+    expect(server.requests[1]!.neutral.messages[0]!.text).to.match(/^The operator asks that the summary keep this in focus: what the operator asked about failures\n\nSummarize these messages/);
     const calls = (await a.h.op({ operation: 'list_agent_model_calls', session_id: id })).body.calls;
     expect(calls.map((c: any) => [c.purpose, c.node])).to.deep.equal([['turn', a.name], ['compaction', a.name]]);
     await eventually(async () => expect((await session(b, id)).messages.at(-1)).to.include({ role: 'compaction', keepFrom: 2, content: answer.body.compaction.content }), 10_000);

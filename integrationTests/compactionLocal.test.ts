@@ -58,6 +58,8 @@ describe('compaction by digest (the local provider) and on demand', function () 
     expect([again.status, again.body.error]).to.deep.equal([409, `session ${first.session_id} has nothing to compact since its last compaction`]);
     expect((await h.op({ operation: 'compact_agent_session', session_id: 'no-such-session' })).status).to.equal(404);
     expect((await h.op({ operation: 'compact_agent_session' })).status).to.equal(400);
+    const empty = await h.op({ operation: 'compact_agent_session', session_id: first.session_id, instructions: '' });
+    expect([empty.status, empty.body.error]).to.deep.equal([400, 'compact_agent_session: "instructions" must NOT have fewer than 1 characters']);
 
     // The next prompt reads on from the digest; then the CLI compacts again and `show` prints both boundaries.
     expect((await h.promptLight('summarize logs/big.log', first.session_id)).status).to.equal('completed');
