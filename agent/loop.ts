@@ -107,10 +107,16 @@ async function runCompaction(deps: LoopDeps, id: string, guard: RunGuard, signal
     );
   try {
     const config = deps.config();
-    const req = await turnRequest(deps, config, guard, signal);
+    // The digest needs no provider: one that cannot be used (not registered) gives the digest, never an error.
+    let digestOnly: string | undefined;
+    const req = await turnRequest(deps, config, guard, signal).catch((error) => {
+      if (!(error instanceof RunError)) throw error;
+      digestOnly = `no summary call could be made: ${error.message}`;
+      return turnRequest(deps, { ...config, provider: 'local', model: undefined }, guard, signal);
+    });
     const session = (await deps.store.get(id))!;
     const budget = (await budgetOf(deps, req)) ?? { tokens: ON_DEMAND_BUDGET_TOKENS, source: 'no window known' };
-    await compact(deps, session, req, sizesFor(deps, session, req, budget).sizes, true, focus);
+    await compact(deps, session, req, sizesFor(deps, session, req, budget).sizes, true, focus, digestOnly);
     await restore(before.lastError);
   } catch (error) {
     if (error instanceof RunSupersededError || isAbortError(error, signal)) return;

@@ -11,6 +11,7 @@ import { contextBudget, type ModelTarget } from './contextBudget.js';
 import { RunError, type LoopDeps } from './loopDeps.js';
 import { callRecords, costOf, priceOf, RunMeter, totals, usd, type Billed } from './modelCalls.js';
 import type { RunGuard, Session } from './session.js';
+import type { Capabilities } from './tools/types.js';
 import { LiveWriter } from './sessionFeed.js';
 import { tokenCounter, type TokenCounter } from './tokenCount.js';
 
@@ -37,9 +38,16 @@ export const target = (req: TurnRequest): ModelTarget => ({ provider: req.backen
 export const budgetOf = (deps: LoopDeps, req: TurnRequest) =>
   contextBudget(req.config, target(req), deps.limits, req.backend.reportedWindow && (() => req.backend.reportedWindow!(req.model, req.signal)));
 
+/** What a run on `session` can do under `config`: Harper's operations only as a user (agent.user, else the session's
+ * owner), data tools only with Harper's databases, follow-ups only where they are stored and not turned off. */
+export function capabilities(deps: Pick<LoopDeps, 'operationsAs' | 'databases' | 'followups'>, config: Pick<AgentConfig, 'user' | 'maxFollowups'>, owner: string | null | undefined): Capabilities {
+  return { operations: !!deps.operationsAs && !!(config.user ?? owner), data: !!deps.databases, followups: !!deps.followups && config.maxFollowups !== 0 };
+}
+
 /** The next request for a session: agent/context/request.ts decides what it holds. */
 export function buildInput(deps: LoopDeps, session: Session, req: TurnRequest): GenerateInput {
-  return buildRequest(session.messages, { config: req.config, model: req.model, tools: deps.tools.specs(), environment: deps.environment, sessionId: session.session_id, cacheMarks: req.cacheMarks });
+  const tools = deps.tools.specs(capabilities(deps, req.config, session.user));
+  return buildRequest(session.messages, { config: req.config, model: req.model, tools, environment: deps.environment, sessionId: session.session_id, cacheMarks: req.cacheMarks });
 }
 
 /** A conversation at least this large that gets a `length` finish with nothing produced is taken as overflowed. */

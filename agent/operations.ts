@@ -16,6 +16,7 @@ import { messageView } from './sessionFeed.js';
 import { Models } from '../resources/models/models.js';
 import { sessionSummary, SessionNotFoundError, type SessionHeader } from './session.js';
 import { priceOf, totals } from './modelCalls.js';
+import { capabilities } from './modelCall.js';
 import type { Cluster, Via } from './cluster.js';
 import type { FollowupStatus } from './followups.js';
 import { Lifecycle } from './lifecycle.js';
@@ -147,7 +148,7 @@ export function createOperations(deps: OperationsDeps): Record<string, Operation
         const model = s.model ?? '';
         const budget = await contextBudget(deps.config(), { provider: s.provider, baseUrl: deps.config().baseUrl, model }, deps.limits);
         const counter = await tokenCounter(model);
-        const estimatedContextTokens = estimateTokens(buildRequest(s.messages, { config: deps.config(), model, tools: deps.tools.specs(), environment: deps.environment }), counter);
+        const estimatedContextTokens = estimateTokens(buildRequest(s.messages, { config: deps.config(), model, tools: deps.tools.specs(capabilities(deps, deps.config(), s.user)), environment: deps.environment }), counter);
         // What its model calls used and cost so far (list_agent_model_calls has each request).
         const modelCalls = totals((await deps.calls?.list({ session_id: s.session_id })) ?? []);
         // Follow-ups still to come (list_agent_followups has the fired and cancelled ones too).
@@ -161,7 +162,7 @@ export function createOperations(deps: OperationsDeps): Record<string, Operation
       // is stored, with `message` as its next prompt (sent now), or for a new session. Each part's size, where the
       // stable prefix ends, what is cut, and the request itself.
       schema: object({ session_id: sessionId, message: { type: 'string', minLength: 1 } }, []),
-      async handle(input) {
+      async handle(input, user) {
         const config = deps.config();
         const s = input.session_id === undefined ? null : await mustGet(input.session_id as string);
         const provider = config.provider;
@@ -172,7 +173,7 @@ export function createOperations(deps: OperationsDeps): Record<string, Operation
         const request = buildRequest(withWorkingSet(stored, config.workingSetBytes), {
           config,
           model,
-          tools: deps.tools.specs(),
+          tools: deps.tools.specs(capabilities(deps, config, s ? s.user : user.username)),
           environment: deps.environment,
           sessionId: s?.session_id ?? '(new session)',
           cacheMarks: cacheMarksFor(provider, priced?.price.cacheReadPerMTokens !== undefined),

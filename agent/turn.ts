@@ -128,10 +128,10 @@ async function compactWhenDue(deps: LoopDeps, session: Session, req: TurnRequest
  * larger than one call), or a digest stands in. One guarded append of the record: a cancel before it leaves nothing
  * written. Returns the session with the record, or null when there was nothing to compact.
  */
-export async function compact(deps: LoopDeps, session: Session, req: TurnRequest, sizes: CompactionSizes, all: boolean, focus?: string): Promise<Session | null> {
+export async function compact(deps: LoopDeps, session: Session, req: TurnRequest, sizes: CompactionSizes, all: boolean, focus?: string, digestOnly?: string): Promise<Session | null> {
   const plan = planCompaction(session.messages, sizes.keepBytes, all);
   if (!plan) return null;
-  const written = await writeSummary(deps, session, req, plan, sizes, focus);
+  const written = await writeSummary(deps, session, req, plan, sizes, focus, digestOnly);
   if (req.signal.aborted) throw new DOMException('cancelled', 'AbortError');
   const record: CompactionRecord = { role: 'compaction', content: compactionContent(session.messages, plan, written.summary, written.by, sizes.stateBytes), keepFrom: plan.keepFrom, compactedBy: written.by };
   if (written.detail) record.detail = written.detail;
@@ -144,8 +144,9 @@ type Written = { summary: string; by: 'model' | 'digest'; detail?: string };
 
 /** The summary of what a plan covers: the model's, through the same backend, call log, spending limits and classifier;
  * the digest when the provider is local or the call is refused, fails or overflows. */
-async function writeSummary(deps: LoopDeps, session: Session, req: TurnRequest, plan: CompactionPlan, sizes: CompactionSizes, focus?: string): Promise<Written> {
+async function writeSummary(deps: LoopDeps, session: Session, req: TurnRequest, plan: CompactionPlan, sizes: CompactionSizes, focus?: string, digestOnly?: string): Promise<Written> {
   const fallback = (why: string): Written => ({ summary: digest(session.messages, plan, sizes.digestBytes), by: 'digest', detail: why });
+  if (digestOnly) return fallback(digestOnly);
   if (req.backend.provider === 'local') return fallback('the local backend is not a model');
   const parts = splitParts(segmentBlocks(session.messages, plan), sizes.partBytes);
   const maxTokens = Math.min(req.config.maxTokens, sizes.summaryTokens);

@@ -12,7 +12,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { REPO } from '../scripts/harper.js';
 import { AgentClient } from '../cli/client.js';
-import { bootCluster, eventually, stopCluster, type ClusterNode } from './cluster.js';
+import { agentSocketUp, bootCluster, clusterStatus, ensureReplicating, eventually, stopCluster, withStatus, type ClusterNode } from './cluster.js';
 import { packedTarball } from './pack.js';
 import { followupResponder, followupsAnswered, investigatorResponder, isSummaryRequest } from './providerServer/pager.js';
 import { ProviderServer } from './providerServer/server.js';
@@ -192,6 +192,8 @@ describe('deployed with deploy_component on a two-node Harper cluster', function
       const since = Date.now();
       b.h = await b.h.restart();
       await b.h.waitForAgent(since, 2);
+      // Replicating again: Harper now and then leaves the agent database's socket down after a restart too.
+      await ensureReplicating(b, nodes, () => agentSocketUp(b, nodes));
       // The settings outlived the kill and the boot: in force on both of B's new threads.
       for (const status of (await b.h.statusPerThread(2)).values()) expect(status.config).to.include({ provider: 'openai', maxTurns: 77, requestTimeoutMs: 120_000 });
       // B's boot recovers B's interrupted runs only: A's run is still running, and completes once let go.
@@ -206,7 +208,9 @@ describe('deployed with deploy_component on a two-node Harper cluster', function
       expect(done.lastError).to.equal(null);
       expect(done.messages.filter((m: any) => m.role === 'tool')).to.have.length(12);
       // And B, back, has the whole transcript.
-      await eventually(async () => expect(await session(b, id)).to.deep.include({ status: 'completed', messageCount: done.messageCount, bytes: done.bytes }));
+      await eventually(async () => expect(await session(b, id)).to.deep.include({ status: 'completed', messageCount: done.messageCount, bytes: done.bytes }), 60_000).catch(async (error) => {
+        throw withStatus(error, await clusterStatus(nodes));
+      });
     } finally {
       release();
       // A run left going by a failure here would answer the next test's provider requests.

@@ -105,38 +105,40 @@ async function join(nodes: ClusterNode[]): Promise<void> {
     });
     if (added.status !== 200) throw new Error(`add_node ${other.name}: ${added.status} ${JSON.stringify(added.body)}`);
   }
-  for (const node of nodes) {
-    // A healthy join shows every row within a few seconds even under load; a link that never came up is told apart
-    // from a slow one by cluster_status: down at two looks 2 s apart, from 3 s on (it cost 30 s a run when it happened).
-    if (await joinedOrStuck(node, nodes)) continue;
-    const status = await clusterStatus(nodes);
-    if (!agentSocketDown(status.get(node.name))) {
-      await holdsEveryRow(node, nodes, 30_000).catch(async (error) => {
-        throw withStatus(error, await clusterStatus(nodes));
-      });
-      continue;
-    }
-    // Harper 4.7.29 now and then leaves one database's socket unconnected after add_node (seen once in about ten
-    // joins under load: this node's `agent` socket to the other `connected: false`, nothing received, while the other
-    // received from it). A restart connects the node again from the routes it stored.
-    console.log(`      ${node.name}: its agent database socket did not connect after add_node; restarting it`);
+  // A healthy join shows every row within a few seconds even under load.
+  for (const node of nodes) await ensureReplicating(node, nodes, () => holdsEveryRow(node, nodes, 0).then(() => true, () => false));
+}
+
+/**
+ * Waits until `ready` passes on `node`. Harper 4.7.29 now and then leaves a node's `agent` database socket unconnected
+ * (after add_node, and after a restart: `connected: false`, nothing received, while the other node received from it;
+ * seen in about a third of the joins under load since deploys got fast). A link that never came up is told from a
+ * slow one by cluster_status: down at two looks 2 s apart, from 3 s on; then the node is restarted, which connects it
+ * again from the routes it stored.
+ */
+export async function ensureReplicating(node: ClusterNode, nodes: ClusterNode[], ready: () => Promise<boolean>): Promise<void> {
+  if (await readyOrStuck(node, nodes, ready)) return;
+  if (agentSocketDown((await clusterStatus(nodes)).get(node.name))) {
+    console.log(`      ${node.name}: its agent database socket did not connect; restarting it`);
     await node.h.stop('SIGTERM', true);
     const since = Date.now();
     node.h = await node.h.restart();
     await node.h.waitForAgent(since, THREADS);
-    await holdsEveryRow(node, nodes, 60_000).catch(async (again) => {
-      throw withStatus(again, await clusterStatus(nodes));
-    });
   }
+  await eventually(async () => {
+    if (!(await ready())) throw new Error(`${node.name} is not replicating the agent database`);
+  }, 60_000, 250).catch(async (error) => {
+    throw withStatus(error, await clusterStatus(nodes));
+  });
 }
 
-/** Within 10 s: true once `node` holds every node's row; false when its agent socket is still down 2 s after it was
- * first seen down (from 3 s on), or at 10 s. */
-async function joinedOrStuck(node: ClusterNode, nodes: ClusterNode[]): Promise<boolean> {
+/** Within 10 s: true once `ready` passes; false when the node's agent socket is still down 2 s after it was first seen
+ * down (from 3 s on), or at 10 s. */
+async function readyOrStuck(node: ClusterNode, nodes: ClusterNode[], ready: () => Promise<boolean>): Promise<boolean> {
   const start = Date.now();
   let downSince = 0;
   while (Date.now() - start < 10_000) {
-    if (await holdsEveryRow(node, nodes, 0).then(() => true, () => false)) return true;
+    if (await ready()) return true;
     if (Date.now() - start >= 3_000) {
       const down = agentSocketDown((await clusterStatus(nodes)).get(node.name));
       if (!down) downSince = 0;
@@ -146,6 +148,13 @@ async function joinedOrStuck(node: ClusterNode, nodes: ClusterNode[]): Promise<b
     await new Promise((r) => setTimeout(r, 500));
   }
   return false;
+}
+
+/** Whether a node's `agent` database socket to every other node is connected. */
+export async function agentSocketUp(node: ClusterNode, nodes: ClusterNode[]): Promise<boolean> {
+  const status = (await clusterStatus(nodes)).get(node.name);
+  const sockets = (status?.connections ?? []).flatMap((c) => c.database_sockets ?? []).filter((d) => d.database === 'agent');
+  return sockets.length === nodes.length - 1 && sockets.every((d) => d.connected === true);
 }
 
 /** Waits until `node` holds every node's AgentNode row. */
@@ -160,7 +169,7 @@ function holdsEveryRow(node: ClusterNode, nodes: ClusterNode[], timeoutMs: numbe
 type ClusterStatus = { connections?: { database_sockets?: { database: string; connected: boolean }[] }[] };
 
 /** What each node says of its connections: the one thing that tells a slow sync from a link that never came up. */
-async function clusterStatus(nodes: ClusterNode[]): Promise<Map<string, ClusterStatus>> {
+export async function clusterStatus(nodes: ClusterNode[]): Promise<Map<string, ClusterStatus>> {
   return new Map(await Promise.all(nodes.map(async (n) => [n.name, (await n.h.op({ operation: 'cluster_status' })).body as ClusterStatus] as const)));
 }
 
@@ -168,7 +177,7 @@ function agentSocketDown(status: ClusterStatus | undefined): boolean {
   return !!status?.connections?.some((c) => c.database_sockets?.some((d) => d.database === 'agent' && d.connected === false));
 }
 
-function withStatus(error: unknown, status: Map<string, ClusterStatus>): Error {
+export function withStatus(error: unknown, status: Map<string, ClusterStatus>): Error {
   return new Error(`${(error as Error).message}\ncluster_status:\n${[...status].map(([name, s]) => `${name}: ${JSON.stringify(s)}`).join('\n')}`);
 }
 

@@ -276,4 +276,16 @@ describe('compaction in the loop', () => {
     const busy = await refused({ session_id: s.session_id });
     expect([busy.status, busy.message]).to.deep.equal([409, `session ${s.session_id} is running: compact it once the run ends, or cancel the run with cancel_agent_run`]);
   });
+
+  it('compact_agent_session with a provider that cannot be used gives the digest: the session stays completed, no error', async () => {
+    Models.register(localBackend);
+    const h = harness(Array(20).fill(investigator), { workingSetBytes: 0 });
+    seed(h);
+    const s = await prompt(h, 'read logs/a.log');
+    h.config.provider = 'nowhere';
+    const answer = (await ops(h).compact_agent_session.handle({ session_id: s.session_id, instructions: 'the log' }, user)) as { status: string; lastError: string | null; compaction: { compactedBy: string; detail: string } };
+    expect([answer.status, answer.lastError]).to.deep.equal(['completed', null]);
+    expect(answer.compaction).to.include({ compactedBy: 'digest' });
+    expect(answer.compaction.detail).to.match(/^no summary call could be made: agent\.provider "nowhere" is not registered \(available: .*\)\. Set agent\.provider to one of them\.$/);
+  });
 });

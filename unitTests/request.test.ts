@@ -10,6 +10,9 @@ import { activeRun } from '../agent/runs.js';
 import type { HostEnvironment } from '../agent/environment.js';
 import type { GenerateInput, Message } from '../resources/models/types.js';
 import { calls, harness, text, type Harness, type Step } from './helpers.js';
+import { capabilities } from '../agent/modelCall.js';
+import { createToolRegistry, defaultTools } from '../agent/tools/index.js';
+import type { Capabilities } from '../agent/tools/types.js';
 
 const env: HostEnvironment = { harper: '4.7.29', node: 'node-a', threads: 2, os: 'Linux 6.1.0 x64', nodeVersion: 'v20.19.0', agent: '0.1.0' };
 const tools = [
@@ -113,5 +116,31 @@ describe('the request over a long session: the prefix holds but at a cut or a co
     expect(compactions).to.be.at.least(2);
     expect(breaks).to.be.at.most(Math.ceil(turns.length / 3));
     console.log(`      ${turns.length} turn requests, ${breaks} broke the prefix (${compactions} compactions)`);
+  });
+});
+
+describe('the tools a request offers: only those the run can use', () => {
+  const all = createToolRegistry(defaultTools);
+  const names = (can?: Capabilities) => all.specs(can).map((t) => t.name);
+
+  it('leaves out what needs operations, data or follow-ups the run lacks, in the registry order otherwise', () => {
+    const everything = names();
+    expect(names({ operations: true, data: true, followups: true })).to.deep.equal(everything);
+    const bare = names({ operations: false, data: false, followups: false });
+    // The same order, fewer tools: every file tool and the agent's own extras stay.
+    expect(bare).to.deep.equal(everything.filter((n) => bare.includes(n)));
+    expect(bare).to.deep.equal(['read_file', 'tail_file', 'list_dir', 'write_file', 'grep_files', 'http_fetch', 'profile_cpu', 'heap_usage', 'harper_best_practice']);
+    expect(bare).to.include.members(['read_file', 'tail_file', 'list_dir', 'grep_files', 'write_file', 'http_fetch']);
+    expect(bare).to.not.include.members(['describe_tables', 'schedule_followup', 'read_log', 'harper_operation']);
+    const bytes = (list: string[]) => Buffer.byteLength(JSON.stringify(all.specs().filter((t) => list.includes(t.name))));
+    console.log(`      tool specs: ${everything.length} tools ${bytes(everything).toLocaleString('en-US')} bytes; with no operations, data or follow-ups ${bare.length} tools ${bytes(bare).toLocaleString('en-US')} bytes`);
+  });
+
+  it('a run as a user gets the operation tools; one with no user, agent.maxFollowups 0 or no databases does not', () => {
+    const deps = { operationsAs: () => async () => ({}), databases: {}, followups: {} as never };
+    expect(capabilities(deps, { maxFollowups: 5 }, 'alice')).to.deep.equal({ operations: true, data: true, followups: true });
+    expect(capabilities(deps, { maxFollowups: 5, user: 'ops-bot' }, null)).to.deep.equal({ operations: true, data: true, followups: true });
+    expect(capabilities(deps, { maxFollowups: 0 }, null)).to.deep.equal({ operations: false, data: true, followups: false });
+    expect(capabilities({}, { maxFollowups: 5 }, 'alice')).to.deep.equal({ operations: false, data: false, followups: false });
   });
 });

@@ -38,6 +38,7 @@ function plain(record: unknown): unknown {
 
 const describeTables: Tool = {
   name: 'describe_tables',
+  needs: 'data',
   description: 'List the databases and tables of this Harper instance with their primary key and attributes.',
   parameters: { type: 'object', properties: {}, additionalProperties: false },
   async handler(_args, ctx) {
@@ -55,6 +56,7 @@ const describeTables: Tool = {
 
 const searchTable: Tool = {
   name: 'search_table',
+  needs: 'data',
   description:
     'Read records of a table: one by its primary key (id), or those matching conditions ' +
     '([{attribute, comparator: equals|greater_than|less_than|starts_with|contains, value}]), at most limit (default 20) ' +

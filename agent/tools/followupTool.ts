@@ -4,6 +4,7 @@ import { ToolError, type Tool } from './types.js';
 
 export const scheduleFollowupTool: Tool = {
   name: 'schedule_followup',
+  needs: 'followups',
   description:
     'Have a message sent back to this session later, which starts a new run then: to check again on something that ' +
     'takes time (a job, a restart, replication catching up, a log that should stop growing). Pass delaySeconds, or at ' +

@@ -101,6 +101,7 @@ function servedEntry(entry: LogEntry): LogEntry {
 const operationTool = (name: string, description: string, properties: Record<string, unknown> = {}, shape: (result: unknown) => unknown = (r) => r, required: string[] = []): Tool => ({
   name,
   description,
+  needs: 'operations',
   parameters: { type: 'object', properties, required, additionalProperties: false },
   async handler(args, ctx) {
     return shape(redactSecrets(await run(ctx, { operation: name, ...args })));
@@ -109,6 +110,7 @@ const operationTool = (name: string, description: string, properties: Record<str
 
 const readLog: Tool = {
   name: 'read_log',
+  needs: 'operations',
   description:
     "Read Harper's own log (hdb.log) as entries {timestamp, thread, level, tags, message}, oldest first, a page at a " +
     'time: from start (default 0), at most limit (default 100) entries, filtered by level (error, warn, notify, info, ' +
@@ -152,6 +154,7 @@ const readLog: Tool = {
 /** Operations that change the instance: run only when agent.allowOperations names them, and only once approved. */
 const changeOperation: Tool = {
   name: 'harper_operation',
+  needs: 'operations',
   description:
     'Run a Harper operation that changes the instance (for example restart_service, drop_table, set_configuration), ' +
     'with its arguments. Only the operations the operator named in agent.allowOperations can run, and each waits for ' +

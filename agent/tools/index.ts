@@ -9,14 +9,15 @@ import { harperOperationTools } from './harperOps.js';
 import { httpFetchTool } from './httpFetch.js';
 import { scheduleFollowupTool } from './followupTool.js';
 import { threadTools } from './threadTools.js';
-import type { Tool } from './types.js';
+import type { Capabilities, Tool } from './types.js';
 
 const Ajv = AjvModule.default ?? AjvModule;
 
 export interface ToolRegistry {
   get(name: string): Tool | undefined;
   names(): string[];
-  specs(): ToolSpec[];
+  /** The specs of the tools a run can use (all, without `can`), in the registry's fixed order. */
+  specs(can?: Capabilities): ToolSpec[];
   /** A message naming what is wrong with `args`, or null when they are valid. */
   validate(tool: Tool, args: unknown): string | null;
 }
@@ -27,7 +28,7 @@ export function createToolRegistry(tools: Tool[]): ToolRegistry {
   return {
     get: (name) => byName.get(name)?.tool,
     names: () => [...byName.keys()],
-    specs: () => tools.map(({ name, description, parameters }) => ({ name, description, parameters })),
+    specs: (can) => tools.filter((t) => !can || !t.needs || can[t.needs]).map(({ name, description, parameters }) => ({ name, description, parameters })),
     validate(tool, args) {
       const entry = byName.get(tool.name)!;
       if (entry.validate(args)) return null;

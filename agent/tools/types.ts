@@ -31,6 +31,19 @@ export interface Tool {
   handler(args: Record<string, unknown>, ctx: ToolContext): Promise<unknown>;
   /** Why this call can never run (checked before a destructive call waits for approval), or null. */
   refuse?(args: Record<string, unknown>, ctx: ToolContext): string | null;
+  /** What the tool needs to run at all; without it the tool is not offered (registry.specs). */
+  needs?: keyof Capabilities;
+}
+
+/** What a run can do: a tool that needs what the run lacks is not offered (its spec would cost every request its
+ * bytes and could only fail). */
+export interface Capabilities {
+  /** Harper's operations, as agent.user or the session's owner. */
+  operations: boolean;
+  /** Harper's databases (describe_tables, search_table). */
+  data: boolean;
+  /** Follow-ups can be stored and agent.maxFollowups is not 0. */
+  followups: boolean;
 }
 
 /** A refusal or bad input the model can act on: its message becomes the error observation. */
