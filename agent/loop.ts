@@ -10,7 +10,7 @@ import type { AgentConfig } from './agent.js';
 import type { StoredMessage } from './compaction.js';
 import { dueTime, FollowupError } from './followups.js';
 import { RunError, type LoopDeps } from './loopDeps.js';
-import { budgetOf, turnRequest } from './modelCall.js';
+import { budgetOf, promptStart, turnRequest } from './modelCall.js';
 import { capObservation, invokeTool } from './observation.js';
 import { launch, type ActiveRun } from './runs.js';
 import { RunSupersededError, type RunGuard, type SessionHeader } from './session.js';
@@ -73,8 +73,7 @@ function withNotice(observation: ToolMessage, notice: string, maxBytes: number):
 
 /** Why a run stopped on a repeated call, with what this prompt's model calls cost (the call log). */
 async function repeatStopMessage(deps: LoopDeps, session: { session_id: string; messages: readonly StoredMessage[] }, call: ToolCall, times: number): Promise<string> {
-  const promptAt = [...session.messages].reverse().find((m) => m.role === 'user')?.at ?? 0;
-  const calls = deps.calls ? (await deps.calls.list({ session_id: session.session_id }).catch(() => [])).filter((c) => c.at >= promptAt) : [];
+  const calls = deps.calls ? (await deps.calls.list({ session_id: session.session_id }).catch(() => [])).filter((c) => c.at >= promptStart(session.messages)) : [];
   const spent = calls.length ? ` This prompt's ${calls.length} model request(s) cost ${usd(totals(calls).costUsd)} (list_agent_model_calls).` : '';
   return `The model repeated the same call, ${call.name} ${JSON.stringify(call.arguments)}, ${times} times in a row after being told its results do not change, so the run was stopped before running it again.${spent} To go on: send a prompt that says what to do differently (another file, a cursor, a narrower question).`;
 }

@@ -117,6 +117,12 @@ async function recordCalls(deps: LoopDeps, session: Session, req: TurnRequest, e
   );
 }
 
+/** When the prompt being answered was accepted: the model calls since are the prompt's (an approval resumes the same
+ * prompt). */
+export function promptStart(messages: readonly { role: string; at?: number }[]): number {
+  return [...messages].reverse().find((m) => m.role === 'user')?.at ?? 0;
+}
+
 /**
  * The spending limits, before each model call: what the prompt (and the session) has spent, from the model-call log,
  * plus what this call could cost (its estimated input, and agent.maxTokens of output), against agent.maxCostUsd and
@@ -133,9 +139,7 @@ export async function checkSpend(deps: LoopDeps, session: Session, req: TurnRequ
   }
   const sessionCalls = deps.calls ? await deps.calls.list({ session_id: session.session_id }) : [];
   const next = costOf(priced.price, nextCallTokens(sessionCalls, estimate, req.config.maxTokens));
-  // The prompt's calls: those since its message was accepted (an approval resumes the same prompt).
-  const promptAt = [...session.messages].reverse().find((m) => m.role === 'user')?.at ?? 0;
-  const promptCalls = sessionCalls.filter((c) => c.at >= promptAt);
+  const promptCalls = sessionCalls.filter((c) => c.at >= promptStart(session.messages));
   const limits = [
     { key: 'agent.maxCostUsd', limit: maxCostUsd, calls: promptCalls, what: 'This prompt' },
     { key: 'agent.maxSessionCostUsd', limit: maxSessionCostUsd, calls: sessionCalls, what: 'This session' },
