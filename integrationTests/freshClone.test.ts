@@ -84,13 +84,18 @@ describe('a fresh clone, as a new operator uses it', function () {
       if (harperPid && alive(harperPid)) process.kill(harperPid, 'SIGKILL');
     });
 
-    it('prints where everything is, and the README CLI line works right away, three calls at once', async () => {
+    it('prints where everything is, and its CLI line (npx harper-agent) works right away, with two more CLI calls at once', async () => {
       expect(output).to.include(`Operations API: http://localhost:${new URL(opsUrl).port}/`);
       expect(output).to.include('Every request needs credentials');
       const env = { ...process.env, HARPER_AGENT_URL: opsUrl, HARPER_AGENT_USER: DEV_ADMIN.username, HARPER_AGENT_PASSWORD: DEV_ADMIN.password };
+      // The printed line as printed (npx), and the same bin (package.json `bin`) twice beside it: three sessions at
+      // once on a Harper that just booted. npx itself costs 3-4 CPU-s a call (it reads the whole installed tree).
+      const bin = JSON.parse(readFileSync(path.join(clone, 'package.json'), 'utf8')).bin['harper-agent'] as string;
+      const line = /npx (harper-agent prompt .*)$/m.exec(output)?.[1];
+      expect(line, 'the CLI line npm start prints').to.equal('harper-agent prompt "summarize logs/hdb.log"');
       const calls = await Promise.all(
-        ['first', 'second', 'third'].map((n) =>
-          run('npx', ['harper-agent', 'prompt', `say hello, ${n}`], { cwd: clone, env }).then(
+        [['npx', 'harper-agent'], [process.execPath, bin], [process.execPath, bin]].map(([command, ...head], n) =>
+          run(command!, [...head, 'prompt', `say hello, ${n}`], { cwd: clone, env }).then(
             (r) => ({ code: 0, ...r }),
             (e: { code: number; stdout: string; stderr: string }) => ({ code: e.code, stdout: e.stdout, stderr: e.stderr })
           )

@@ -5,7 +5,7 @@ import { request as httpRequest } from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { freePort, startHarper, type HarperOptions, type RunningHarper } from '../scripts/harper.js';
-import { copyTemplate, templateRoot } from './templateRoot.js';
+import { copyTemplate, LANE_SETUP, templateRoot } from './templateRoot.js';
 
 export interface OpResult<T = any> {
   status: number;
@@ -199,9 +199,17 @@ export async function bootHarper(extra: Partial<HarperOptions> = {}): Promise<Te
 
 let shared: Promise<TestHarper> | undefined;
 
-/** One Harper shared by the tests that need no special boot; stopped by hooks.ts after the last test. */
+/** One Harper shared by the tests that need no special boot; stopped by hooks.ts after the last test. Its boot is
+ * the lane's setup, not the time of the file that happened to ask first (the reporter's LANE_SETUP event). */
 export function sharedHarper(): Promise<TestHarper> {
-  shared ??= bootHarper();
+  shared ??= (async () => {
+    (process as NodeJS.EventEmitter).emit(LANE_SETUP, 'start');
+    try {
+      return await bootHarper();
+    } finally {
+      (process as NodeJS.EventEmitter).emit(LANE_SETUP, 'end');
+    }
+  })();
   return shared;
 }
 

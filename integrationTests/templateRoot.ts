@@ -5,7 +5,9 @@
 //
 // Used only when the runner names a folder (HARPER_TEMPLATE_DIR, set by scripts/test.ts, removed with its work folder)
 // and only for the default boot: dev mode, the default admin, a root the harness picks, no replication name (a
-// node's certificates name its host). Whichever test process needs it first installs it; mkdir is the lock.
+// node's certificates name its host). The runner starts installing it as the lanes start; whichever process gets
+// there first installs it (mkdir is the lock), the others wait. The install or the wait is a lane's setup, not the
+// time of the file that first asked (scripts/mocha-reporter.cjs, LANE_SETUP).
 import { cpSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { freePort, startHarper } from '../scripts/harper.js';
@@ -15,35 +17,44 @@ const PATH_FILES = ['harperdb-config.yaml', '.home/.harperdb/hdb_boot_properties
 
 let template: Promise<string | undefined> | undefined;
 
+/** scripts/mocha-reporter.cjs's event for a lane's setup (the harness sends it too). */
+export const LANE_SETUP = 'harper-agent:lane-setup';
+
+/** Installs the template in `dir` unless another process already is; resolves when this one is done (or not it). */
+export async function installTemplate(dir: string): Promise<void> {
+  mkdirSync(dir, { recursive: true });
+  try {
+    mkdirSync(path.join(dir, 'lock'));
+  } catch {
+    return; // another process installs it
+  }
+  try {
+    const root = path.join(dir, 'root');
+    const harper = await startHarper({ rootPath: root, httpPort: await freePort(), opsPort: await freePort(), component: null, output: path.join(dir, 'install.out') });
+    await harper.stop();
+    rmSync(path.join(root, 'log'), { recursive: true, force: true });
+    writeFileSync(path.join(dir, 'ready'), '');
+  } catch (error) {
+    writeFileSync(path.join(dir, 'failed'), String(error));
+  }
+}
+
 /** The installed template root, or undefined when there is none (no folder named, or its install failed). */
 export function templateRoot(): Promise<string | undefined> {
   template ??= (async () => {
     const dir = process.env.HARPER_TEMPLATE_DIR;
     if (!dir) return undefined;
-    const root = path.join(dir, 'root');
     const ready = path.join(dir, 'ready');
     const failed = path.join(dir, 'failed');
-    let installer = false;
-    mkdirSync(dir, { recursive: true });
+    (process as NodeJS.EventEmitter).emit(LANE_SETUP, 'start');
     try {
-      mkdirSync(path.join(dir, 'lock'));
-      installer = true;
-    } catch {
-      // another test process installs it
+      await installTemplate(dir);
+      const deadline = Date.now() + 120_000;
+      while (!existsSync(ready) && !existsSync(failed) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+    } finally {
+      (process as NodeJS.EventEmitter).emit(LANE_SETUP, 'end');
     }
-    if (installer) {
-      try {
-        const harper = await startHarper({ rootPath: root, httpPort: await freePort(), opsPort: await freePort(), component: null, output: path.join(dir, 'install.out') });
-        await harper.stop();
-        rmSync(path.join(root, 'log'), { recursive: true, force: true });
-        writeFileSync(ready, '');
-      } catch (error) {
-        writeFileSync(failed, String(error));
-      }
-    }
-    const deadline = Date.now() + 120_000;
-    while (!existsSync(ready) && !existsSync(failed) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
-    return existsSync(ready) ? root : undefined;
+    return existsSync(ready) ? path.join(dir, 'root') : undefined;
   })();
   return template;
 }

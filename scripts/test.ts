@@ -11,6 +11,7 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSy
 import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
+import { installTemplate } from '../integrationTests/templateRoot.js';
 import { REPO } from './harper.js';
 
 interface LaneSummary {
@@ -20,6 +21,8 @@ interface LaneSummary {
   /** Wall and CPU milliseconds per file (the CPU of the lane's whole process tree, Harpers included). */
   files: Record<string, number>;
   cpu: Record<string, number>;
+  /** The lane's shared Harper boot (any lane boots one at most): apart from the files, whose figures deal them. */
+  setup?: { ms: number; cpuMs: number };
   failed: string[];
 }
 
@@ -38,6 +41,18 @@ function testFiles(filters: string[]): string[] {
       .map((f) => `dist/${dir}/${f}`),
   );
   return filters.length ? files.filter((f) => filters.some((x) => f.includes(x))) : files;
+}
+
+/** CPU milliseconds of this process's children that ended (utime and stime of the reaped, /proc/self/stat); 0
+ * without /proc. */
+function reapedCpuMs(): number {
+  try {
+    const f = readFileSync('/proc/self/stat', 'utf8');
+    const rest = f.slice(f.lastIndexOf(')') + 2).split(' ');
+    return ((Number(rest[13]) + Number(rest[14])) * 1000) / 100;
+  } catch {
+    return 0;
+  }
 }
 
 /** Longest first, each to the lane with the least expected time so far. */
@@ -99,15 +114,22 @@ async function main() {
   const seconds = JSON.parse(readFileSync(DURATIONS, 'utf8')) as Record<string, number>;
   const dealt = dealToLanes(testFiles(args), seconds, lanes);
   const work = mkdtempSync(path.join(os.tmpdir(), 'harper-agent-test-'));
+  // The Harper root every lane copies (integrationTests/templateRoot.ts), installed from here as the lanes start: no
+  // lane's first file pays for it, so a file's time does not depend on where it was dealt.
+  const template = dealt.flat().some((f) => f.includes('integrationTests/')) ? installTemplate(path.join(work, 'template')).then(reapedCpuMs) : Promise.resolve(0);
   const started = Date.now();
   process.stdout.write(`${dealt.flat().length} test files in ${dealt.length} lanes\n`);
   const laneSeconds: number[] = [];
   const ends = await Promise.all(
     dealt.map((files, i) => runLane(i + 1, files, path.join(work, `lane${i + 1}.json`)).finally(() => (laneSeconds[i] = (Date.now() - started) / 1000))),
   );
+  // The install's Harper was this process's child: its CPU is what this process had reaped when it ended (the lanes
+  // are reaped later).
+  const templateCpuMs = await template;
 
   const total: LaneSummary = { passes: 0, failures: 0, pending: 0, files: {}, cpu: {}, failed: [] };
   const broken: string[] = [];
+  const setups: (LaneSummary['setup'] | undefined)[] = [];
   ends.forEach(({ code, hung }, i) => {
     if (hung) broken.push(`lane ${i + 1} did not exit ${EXIT_GRACE_MS / 1000} s after its last test (something its files opened was left open): killed; its files ${dealt[i]!.join(', ')}`);
     let s: LaneSummary;
@@ -122,15 +144,19 @@ async function main() {
     total.pending += s.pending;
     Object.assign(total.files, s.files);
     Object.assign(total.cpu, s.cpu);
+    setups[i] = s.setup;
     total.failed.push(...s.failed);
   });
   rmSync(work, { recursive: true, force: true });
 
   process.stdout.write('\nlanes:\n');
-  dealt.forEach((files, i) => process.stdout.write(`  ${laneSeconds[i]!.toFixed(1).padStart(7)} s  lane ${i + 1}: ${files.map((f) => path.basename(f, '.test.js')).join(' ')}\n`));
+  const bootNote = (i: number) => (setups[i]?.ms ? ` (its shared Harper's boot ${(setups[i]!.ms / 1000).toFixed(1)} s)` : '');
+  dealt.forEach((files, i) => process.stdout.write(`  ${laneSeconds[i]!.toFixed(1).padStart(7)} s  lane ${i + 1}${bootNote(i)}: ${files.map((f) => path.basename(f, '.test.js')).join(' ')}\n`));
   process.stdout.write('\ntime per file (wall, CPU):\n');
   for (const [file, ms] of Object.entries(total.files).sort((a, b) => b[1] - a[1])) process.stdout.write(`${timeLine(ms, total.cpu[file])}  ${file}\n`);
-  const cpuTotal = Object.values(total.cpu).reduce((a, b) => a + b, 0);
+  const setupCpu = setups.reduce((sum, x) => sum + (x?.cpuMs ?? 0), templateCpuMs);
+  if (setupCpu) process.stdout.write(`${timeLine(setups.reduce((sum, x) => sum + (x?.ms ?? 0), 0), setupCpu)}  (setup: the Harper template, each lane's shared Harper)\n`);
+  const cpuTotal = Object.values(total.cpu).reduce((a, b) => a + b, setupCpu);
   if (total.failed.length) process.stdout.write(`\nfailed:\n${total.failed.map((t) => `  ${t}\n`).join('')}`);
   for (const b of broken) process.stdout.write(`\n${b}\n`);
   if (record) {
