@@ -40,7 +40,7 @@ export interface AgentConfig {
   retainSessionsDays?: number;
   retainModelCallsDays?: number;
   autoApprove: boolean;
-  maxTokens: number;
+  maxTokens?: number;
   apiKey?: string;
   baseUrl?: string;
   region?: string;

@@ -13,6 +13,7 @@ import { ConfigStore, type SettingTable } from './configStore.js';
 import { ANNOUNCE_INTERVAL_MS, Cluster, harperNodeName, operationsUrl, type NodeTable } from './cluster.js';
 import { ContextLimits, type LimitTable } from './contextBudget.js';
 import { ModelCallLog, type CallTable } from './modelCalls.js';
+import { windowProblem } from './modelCall.js';
 import { operationsListener } from './http.js';
 import { fireFollowup } from './followupFiring.js';
 import { recoverInterruptedRuns } from './runs.js';
@@ -101,7 +102,7 @@ const deps: OperationsDeps = {
   // Harper's publish: an audit-log entry every subscriber on every thread sees, the record itself untouched.
   publishLive: (id, event) => void (databases.agent!.AgentLiveText as unknown as { publish(id: string, message: unknown): unknown }).publish(id, event),
   config: () => configs.current(),
-  changeConfig: (change, user) => configs.set(change, user),
+  changeConfig: (change, user, combined) => configs.set(change, user, combined),
   persistedConfig: () => configs.persisted(),
   refreshConfig: () => configs.reload(),
   instance: { version: PACKAGE.version, startedAt: new Date().toISOString() },
@@ -110,6 +111,8 @@ const deps: OperationsDeps = {
   log: (m) => logger.warn(m),
 };
 const operations = afterReady(createOperations(deps));
+// A window too small for any run, from harperdb-config.yaml, env or a flag (set_agent_config refuses one): said once.
+if (workerIndex() === 0) void ready.then(() => windowProblem(deps, configs.current())).then((problem) => problem && warn(`harper-agent: ${problem} Runs will end saying so until it is changed.`));
 followups.onDue = (f) => fireFollowup(deps, f);
 
 /** lmdb-js's tryLock/unlock on a table's primary store, when this Harper has them. */

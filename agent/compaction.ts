@@ -280,13 +280,13 @@ export interface CompactionSizes {
 
 /**
  * The sizes for a budget of `budgetTokens`: compaction starts at `percent` of it; the summary gets a twelfth of the
- * budget (512 to 4,096 tokens), and the working state as much again; the kept messages half of what is left under the
+ * budget (128 to 4,096 tokens), and the working state as much again; the kept messages half of what is left under the
  * threshold once the fixed part (system prompt, tool list), the summary and the working state are counted, so a request has as much room to grow again; a summary call's part is
  * half the budget. `bytesPerToken` is the request's own ratio, so sizes in bytes follow the estimate.
  */
 export function compactionSizes(budgetTokens: number, percent: number, fixedTokens: number, bytesPerToken: number): CompactionSizes {
   const threshold = Math.floor((budgetTokens * percent) / 100);
-  const summaryTokens = Math.max(512, Math.min(4096, Math.floor(budgetTokens / 12)));
+  const summaryTokens = Math.max(128, Math.min(4096, Math.floor(budgetTokens / 12)));
   const keepTokens = Math.max(0, Math.floor((threshold - fixedTokens - 2 * summaryTokens) / 2));
   return {
     threshold,

@@ -78,10 +78,20 @@ export class ConfigStore {
     queue.on('data', () => void this.reload().catch((error) => this.warn(`harper-agent: could not reload agent settings: ${error}`)));
   }
 
-  /** Checks the whole change (all or nothing), persists it key by key, and puts it in force on this thread at once. */
-  async set(change: Record<string, unknown>, user: string | null): Promise<ConfigChangeResult> {
+  /** Checks the whole change (all or nothing; each key, then `combined` on the config it would put in force), persists
+   * it key by key, and puts it in force on this thread at once. */
+  async set(change: Record<string, unknown>, user: string | null, combined?: (next: AgentConfig) => Promise<string | null>): Promise<ConfigChangeResult> {
     const checked = checkConfigChange(change);
     if (!checked.ok) throw new ConfigChangeError(checked.problems);
+    if (combined) {
+      const next = { ...this.changes };
+      for (const [key, value] of Object.entries(checked.change)) {
+        if (value === null) delete next[key];
+        else next[key] = value;
+      }
+      const problem = await combined(withChanges(this.base, next, () => undefined));
+      if (problem) throw new ConfigChangeError([problem]);
+    }
     const table = this.table();
     if (!table) throw new Error('the agent.AgentSetting table is not available');
     // Queued behind any reload in flight and ahead of those its own writes' events start: the change is the last word

@@ -5,6 +5,7 @@
 // (agent/modelCatalog.ts). A rejection the estimate let through lowers it.
 import type { AgentConfig } from './agent.js';
 import type { GenerateInput, ReportedWindow } from '../resources/models/types.js';
+import { answerTokens } from './context/window.js';
 import { catalogWindow } from './modelCatalog.js';
 import type { TokenCounter } from './tokenCount.js';
 
@@ -21,9 +22,11 @@ const ENVELOPE_TOKENS = 200;
 const PER_ITEM_TOKENS = 8;
 
 /**
- * A request's tokens: counted with the model's tokenizer when there is one (agent/tokenCount.ts), on the request's
- * JSON, its system prompt and tools, then each message (its quoting counts too: over, never under), else bytes / 3.
- * See DESIGN.md ("Estimating tokens").
+ * A request's tokens: counted with the model's tokenizer when there is one (agent/tokenCount.ts): the system prompt and
+ * tools as JSON, then each message's text and tool calls as the model reads them (a tool result's JSON once, not
+ * quoted again: counting the message's own JSON doubled a page's escapes and filled half a small window with nothing),
+ * plus a few tokens per message for the chat template; else the request's JSON bytes / 3. See DESIGN.md ("Estimating
+ * tokens").
  */
 export function estimateTokens(input: Pick<GenerateInput, 'system' | 'messages' | 'tools'>, counter?: TokenCounter): number {
   const items = input.messages.length + input.tools.length;
@@ -31,7 +34,10 @@ export function estimateTokens(input: Pick<GenerateInput, 'system' | 'messages' 
     // Part by part, so the counter's memo serves every part a turn re-sends; the separators between parts are in
     // PER_ITEM_TOKENS.
     let tokens = counter.count(JSON.stringify({ system: input.system, tools: input.tools })) + ENVELOPE_TOKENS + PER_ITEM_TOKENS * items;
-    for (const m of input.messages) tokens += counter.count(JSON.stringify(m));
+    for (const m of input.messages) {
+      tokens += counter.count(m.content);
+      if (m.role === 'assistant' && m.toolCalls?.length) tokens += counter.count(JSON.stringify(m.toolCalls));
+    }
     return tokens;
   }
   const json = JSON.stringify({ system: input.system, tools: input.tools, messages: input.messages });
@@ -159,7 +165,7 @@ export interface Budget {
 }
 
 /** The model's window and where it came from: the operator, the server, or the catalog. */
-async function windowOf(config: AgentConfig, t: ModelTarget, limits?: ContextLimits, ask?: () => Promise<ReportedWindow | undefined>): Promise<{ tokens: number; from: string } | undefined> {
+export async function windowOf(config: AgentConfig, t: ModelTarget, limits?: ContextLimits, ask?: () => Promise<ReportedWindow | undefined>): Promise<{ tokens: number; from: string } | undefined> {
   if (config.contextWindowTokens !== undefined) return { tokens: config.contextWindowTokens, from: 'agent.contextWindowTokens' };
   const reported = await limits?.reported(t, ask);
   if (reported) return { tokens: reported.tokens, from: `the server (${reported.source})` };
@@ -175,11 +181,13 @@ async function windowOf(config: AgentConfig, t: ModelTarget, limits?: ContextLim
 export async function contextBudget(config: AgentConfig, t: ModelTarget, limits?: ContextLimits, ask?: () => Promise<ReportedWindow | undefined>): Promise<Budget | null> {
   const window = await windowOf(config, t, limits, ask);
   const failed = await limits?.failedAt(t);
-  const fromWindow = window !== undefined ? window.tokens - config.maxTokens : undefined;
+  const answer = answerTokens(config.maxTokens, window?.tokens);
+  const fromWindow = window !== undefined ? window.tokens - answer : undefined;
   const fromFailure = failed !== undefined ? Math.floor(failed * LEARNED_MARGIN) : undefined;
   if (fromWindow === undefined && fromFailure === undefined) return null;
   if (fromFailure !== undefined && (fromWindow === undefined || fromFailure < fromWindow)) {
     return { tokens: fromFailure, source: `learned: ${t.provider} rejected a request of about ${failed} tokens for ${t.model}` };
   }
-  return { tokens: fromWindow!, source: `${window!.from} (${window!.tokens}) less agent.maxTokens (${config.maxTokens})` };
+  const answerFrom = config.maxTokens !== undefined ? 'agent.maxTokens' : 'the answer (agent.maxTokens unset)';
+  return { tokens: fromWindow!, source: `${window!.from} (${window!.tokens}) less ${answerFrom} (${answer})` };
 }

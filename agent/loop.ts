@@ -8,6 +8,7 @@ import { isAbortError } from '../resources/models/backendHelpers.js';
 import type { GenerateOutput, Message, ToolCall, ToolMessage } from '../resources/models/types.js';
 import type { AgentConfig } from './agent.js';
 import type { StoredMessage } from './compaction.js';
+import type { FittedConfig } from './context/window.js';
 import { dueTime, FollowupError } from './followups.js';
 import { RunError, type LoopDeps } from './loopDeps.js';
 import { budgetOf, promptStart, turnRequest } from './modelCall.js';
@@ -78,7 +79,7 @@ async function repeatStopMessage(deps: LoopDeps, session: { session_id: string; 
   return `The model repeated the same call, ${call.name} ${JSON.stringify(call.arguments)}, ${times} times in a row after being told its results do not change, so the run was stopped before running it again.${spent} To go on: send a prompt that says what to do differently (another file, a cursor, a narrower question).`;
 }
 
-function cutShort(out: GenerateOutput, config: AgentConfig): string | null {
+function cutShort(out: GenerateOutput, config: FittedConfig): string | null {
   switch (out.finishReason) {
     case 'length':
       return `The model's answer was cut short at agent.maxTokens (${config.maxTokens}) tokens. Raise agent.maxTokens, or ask for less in one prompt.`;
@@ -108,12 +109,12 @@ async function runCompaction(deps: LoopDeps, id: string, guard: RunGuard, signal
     const config = deps.config();
     // The digest needs no provider: one that cannot be used (not registered) gives the digest, never an error.
     let digestOnly: string | undefined;
-    const req = await turnRequest(deps, config, guard, signal).catch((error) => {
+    const session = (await deps.store.get(id))!;
+    const req = await turnRequest(deps, config, session.user, guard, signal).catch((error) => {
       if (!(error instanceof RunError)) throw error;
       digestOnly = `no summary call could be made: ${error.message}`;
-      return turnRequest(deps, { ...config, provider: 'local', model: undefined }, guard, signal);
+      return turnRequest(deps, { ...config, provider: 'local', model: undefined }, session.user, guard, signal);
     });
-    const session = (await deps.store.get(id))!;
     const budget = (await budgetOf(deps, req)) ?? { tokens: ON_DEMAND_BUDGET_TOKENS, source: 'no window known' };
     await compact(deps, session, req, sizesFor(deps, session, req, budget).sizes, true, focus, digestOnly);
     await restore(before.lastError);
@@ -134,9 +135,10 @@ async function runSession(deps: LoopDeps, id: string, guard: RunGuard, signal: A
     await deps.store.setStatus(id, status, lastError, guard);
   };
   try {
-    const req = await turnRequest(deps, config, guard, signal);
-    const ctx: ToolContext = { scopes: deps.scopes, maxResultBytes: config.maxToolResultBytes, signal, databases: deps.databases, fetchAllow: config.fetchAllow ?? deps.ownOrigins ?? [], allowOperations: config.allowOperations ?? [] };
     let session = (await deps.store.get(id))!;
+    const req = await turnRequest(deps, config, session.user, guard, signal);
+    // A result (so a page) sized for the window: agent.maxToolResultBytes, or less for a small window.
+    const ctx: ToolContext = { scopes: deps.scopes, maxResultBytes: req.config.maxToolResultBytes, signal, databases: deps.databases, fetchAllow: config.fetchAllow ?? deps.ownOrigins ?? [], allowOperations: config.allowOperations ?? [] };
     // Harper's operations run as agent.user when it is set, else as the user who owns the session, with that user's
     // permissions; no user, no operations.
     const actingUser = config.user ?? session.user;
@@ -196,7 +198,7 @@ async function runSession(deps: LoopDeps, id: string, guard: RunGuard, signal: A
       // A shrink rewrote stored results: carry on from what was sent.
       if (sent !== session) session = sent;
       if (signal.aborted) return;
-      const problem = cutShort(out, config);
+      const problem = cutShort(out, req.config);
       if (problem) return await finish('error', problem);
       const message: Message = { role: 'assistant', content: out.text };
       if (out.toolCalls.length) message.toolCalls = out.toolCalls;

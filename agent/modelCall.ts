@@ -4,27 +4,25 @@ import { randomUUID } from 'node:crypto';
 import { errorInfo } from '../resources/models/agentLoop.js';
 import { isAbortError, isModelError, ModelError, providerErrors } from '../resources/models/backendHelpers.js';
 import { Models } from '../resources/models/models.js';
-import type { GenerateInput, GenerateOutput, ModelBackend } from '../resources/models/types.js';
+import type { GenerateInput, GenerateOutput, ModelBackend, ReportedWindow, ToolSpec } from '../resources/models/types.js';
 import type { AgentConfig } from './agent.js';
-import { buildRequest, cacheMarksFor } from './context/request.js';
-import { contextBudget, type ModelTarget } from './contextBudget.js';
+import { buildRequest, cacheMarksFor, systemText } from './context/request.js';
+import { answerTokens, FIXED_SHARE, fitToWindow, smallestWindow, type FittedConfig, type ToolTier } from './context/window.js';
+import { contextBudget, estimateTokens, windowOf, type ModelTarget } from './contextBudget.js';
 import { RunError, type LoopDeps } from './loopDeps.js';
 import { callRecords, costOf, priceOf, RunMeter, totals, usd, type Billed } from './modelCalls.js';
 import type { RunGuard, Session } from './session.js';
 import type { Capabilities } from './tools/types.js';
 import { LiveWriter } from './sessionFeed.js';
-import { tokenCounter, type TokenCounter } from './tokenCount.js';
+import { counterFor, type TokenCounter } from './tokenCount.js';
 
-export interface TurnRequest {
+export interface TurnRequest extends RunShape {
   backend: ModelBackend;
   model: string;
-  config: AgentConfig;
   guard: RunGuard;
   signal: AbortSignal;
   /** The requests the backend's SDK sends (handed to it when the run made it). */
   meter: RunMeter;
-  /** The model's tokenizer, if a package has one. */
-  counter?: TokenCounter;
   /** The system prompt's and tool list's tokens: the part of every request compaction cannot shrink (counted once). */
   fixedTokens?: number;
   /** Mark the cached prefix (cacheMarksFor: the API caches only at marks, and the model can). */
@@ -44,10 +42,57 @@ export function capabilities(deps: Pick<LoopDeps, 'operationsAs' | 'databases' |
   return { operations: !!deps.operationsAs && !!(config.user ?? owner), data: !!deps.databases, followups: !!deps.followups && config.maxFollowups !== 0 };
 }
 
+/** What a run's requests are shaped by besides the transcript: the config with its sizes fitted to the window, the
+ * tool tier and list (agent/context/window.ts), and the tokenizer the estimates count with. */
+export interface RunShape {
+  config: FittedConfig;
+  tier: ToolTier;
+  /** The head an older result is cut to (agent/context/window.ts). */
+  headBytes: number;
+  tools: ToolSpec[];
+  /** The model's tokenizer, or a stand-in for a self-hosted model (agent/tokenCount.ts); none: bytes / 3. */
+  counter?: TokenCounter;
+}
+
+/**
+ * The shape of the requests of a run on `owner`'s session for `t`: the one place the loop, get_agent_session's
+ * estimate and preview_agent_request take it from. `ask` lets the server be asked for its window (a run passes its
+ * backend's); without it what is kept or configured decides.
+ */
+export async function runShape(deps: Pick<LoopDeps, 'operationsAs' | 'databases' | 'followups' | 'tools' | 'environment' | 'limits'>, config: AgentConfig, t: ModelTarget, owner: string | null | undefined, ask?: () => Promise<ReportedWindow | undefined>): Promise<RunShape> {
+  const counter = await counterFor(t.provider, t.model);
+  const window = await windowOf(config, t, deps.limits, ask);
+  const can = capabilities(deps, config, owner);
+  const fixed = (tier: ToolTier) => estimateTokens({ system: systemText({ config, environment: deps.environment, tier }), tools: deps.tools.specs(can, tier), messages: [] }, counter);
+  const fit = fitToWindow(config, window?.tokens, fixed);
+  return { ...fit, tools: deps.tools.specs(can, fit.tier), counter };
+}
+
+/**
+ * Whether a config's window can hold a run at all: the brief system prompt and the core tool list (every capability
+ * on) within FIXED_SHARE of what the window leaves after the answer. A problem naming the key and the smallest value
+ * that works, or null (set_agent_config refuses with it; boot logs it).
+ */
+export async function windowProblem(deps: Pick<LoopDeps, 'tools' | 'environment'>, config: AgentConfig): Promise<string | null> {
+  const window = config.contextWindowTokens;
+  if (window === undefined) return null;
+  const model = config.model ?? Models.get(config.provider)?.defaultModel ?? '';
+  const counter = await counterFor(config.provider, model);
+  const all: Capabilities = { operations: true, data: true, followups: true };
+  const fixed = estimateTokens({ system: systemText({ config, environment: deps.environment, tier: 'core' }), tools: deps.tools.specs(all, 'core'), messages: [] }, counter);
+  const smallest = smallestWindow(config.maxTokens, fixed);
+  if (window >= smallest) return null;
+  const answer = config.maxTokens !== undefined ? `agent.maxTokens ${config.maxTokens}` : `an answer of ${answerTokens(undefined, window)} tokens (an eighth of it)`;
+  return (
+    `agent.contextWindowTokens ${window} is too small: the system prompt and the smallest tool list take about ${fixed} tokens, ` +
+    `and with ${answer} they must fit in ${FIXED_SHARE * 100}% of the rest, leaving room for a page and the transcript. ` +
+    `The smallest that works is ${smallest}${config.maxTokens !== undefined ? ' (or lower agent.maxTokens)' : ''}.`
+  );
+}
+
 /** The next request for a session: agent/context/request.ts decides what it holds. */
 export function buildInput(deps: LoopDeps, session: Session, req: TurnRequest): GenerateInput {
-  const tools = deps.tools.specs(capabilities(deps, req.config, session.user));
-  return buildRequest(session.messages, { config: req.config, model: req.model, tools, environment: deps.environment, sessionId: session.session_id, cacheMarks: req.cacheMarks });
+  return buildRequest(session.messages, { config: req.config, model: req.model, tools: req.tools, tier: req.tier, environment: deps.environment, sessionId: session.session_id, cacheMarks: req.cacheMarks });
 }
 
 /** A conversation at least this large that gets a `length` finish with nothing produced is taken as overflowed. */
@@ -169,7 +214,7 @@ export function nextCallTokens(sessionCalls: readonly { inputTokens: number | nu
 }
 
 /** A run's backend (metered for the call log) and what its model calls need. */
-export async function turnRequest(deps: LoopDeps, config: AgentConfig, guard: RunGuard, signal: AbortSignal): Promise<TurnRequest> {
+export async function turnRequest(deps: LoopDeps, config: AgentConfig, owner: string | null | undefined, guard: RunGuard, signal: AbortSignal): Promise<TurnRequest> {
   const registration = Models.get(config.provider);
   if (!registration) {
     throw new RunError(`agent.provider ${JSON.stringify(config.provider)} is not registered (available: ${Models.providers().join(', ') || 'none'}). Set agent.provider to one of them.`);
@@ -188,5 +233,6 @@ export async function turnRequest(deps: LoopDeps, config: AgentConfig, guard: Ru
     meter,
   });
   const cacheMarks = cacheMarksFor(registration.provider, priceOf(config, registration.provider, model)?.price.cacheReadPerMTokens !== undefined);
-  return { backend, model, config, guard, signal, meter, counter: await tokenCounter(model), cacheMarks };
+  const shape = await runShape(deps, config, { provider: registration.provider, baseUrl: config.baseUrl, model }, owner, backend.reportedWindow && (() => backend.reportedWindow!(model, signal)));
+  return { ...shape, backend, model, guard, signal, meter, cacheMarks };
 }

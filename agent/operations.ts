@@ -3,11 +3,10 @@
 import AjvModule from 'ajv';
 import { threadId } from 'node:worker_threads';
 import { buildRequest, cacheMarksFor, describeRequest, withWorkingSet } from './context/request.js';
-import { publicConfig } from './agent.js';
+import { publicConfig, type AgentConfig } from './agent.js';
 import { ConfigChangeError, type ConfigChangeResult } from './configStore.js';
 import { contextBudget, estimateTokens } from './contextBudget.js';
 import { newestCompaction, planCompaction, type StoredMessage } from './compaction.js';
-import { tokenCounter } from './tokenCount.js';
 import { trace, tracing } from './trace.js';
 import { startCompaction, startRun } from './loop.js';
 import type { LoopDeps } from './loopDeps.js';
@@ -16,7 +15,7 @@ import { messageView } from './sessionFeed.js';
 import { Models } from '../resources/models/models.js';
 import { sessionSummary, SessionNotFoundError, type SessionHeader } from './session.js';
 import { priceOf, totals } from './modelCalls.js';
-import { capabilities } from './modelCall.js';
+import { runShape, windowProblem } from './modelCall.js';
 import type { Cluster, Via } from './cluster.js';
 import type { FollowupStatus } from './followups.js';
 import { Lifecycle } from './lifecycle.js';
@@ -50,7 +49,7 @@ function readCursor(cursor: unknown): { at: number; id: string } | undefined {
 
 export interface OperationsDeps extends LoopDeps {
   /** Persists a set_agent_config change and puts it in force (agent/configStore.ts). */
-  changeConfig(change: Record<string, unknown>, user: string | null): Promise<ConfigChangeResult>;
+  changeConfig(change: Record<string, unknown>, user: string | null, combined?: (next: AgentConfig) => Promise<string | null>): Promise<ConfigChangeResult>;
   /** set_agent_config's changes in force (the API key as "(set)"). */
   persistedConfig(): Record<string, unknown>;
   /** Reads the persisted changes again, so a prompt right after set_agent_config on another worker thread runs with
@@ -146,9 +145,10 @@ export function createOperations(deps: OperationsDeps): Record<string, Operation
         const s = await mustGet(input.session_id as string);
         // How close the session is to its model's context window: the estimate the pre-flight uses, and the budget.
         const model = s.model ?? '';
-        const budget = await contextBudget(deps.config(), { provider: s.provider, baseUrl: deps.config().baseUrl, model }, deps.limits);
-        const counter = await tokenCounter(model);
-        const estimatedContextTokens = estimateTokens(buildRequest(s.messages, { config: deps.config(), model, tools: deps.tools.specs(capabilities(deps, deps.config(), s.user)), environment: deps.environment }), counter);
+        const target = { provider: s.provider, baseUrl: deps.config().baseUrl, model };
+        const { config, tier, tools, counter } = await runShape(deps, deps.config(), target, s.user);
+        const budget = await contextBudget(config, target, deps.limits);
+        const estimatedContextTokens = estimateTokens(buildRequest(s.messages, { config, model, tools, tier, environment: deps.environment }), counter);
         // What its model calls used and cost so far (list_agent_model_calls has each request).
         const modelCalls = totals((await deps.calls?.list({ session_id: s.session_id })) ?? []);
         // Follow-ups still to come (list_agent_followups has the fired and cancelled ones too).
@@ -163,24 +163,25 @@ export function createOperations(deps: OperationsDeps): Record<string, Operation
       // stable prefix ends, what is cut, and the request itself.
       schema: object({ session_id: sessionId, message: { type: 'string', minLength: 1 } }, []),
       async handle(input, user) {
-        const config = deps.config();
         const s = input.session_id === undefined ? null : await mustGet(input.session_id as string);
-        const provider = config.provider;
-        const model = config.model ?? Models.get(provider)?.defaultModel ?? s?.model ?? '';
+        const provider = deps.config().provider;
+        const model = deps.config().model ?? Models.get(provider)?.defaultModel ?? s?.model ?? '';
+        const target = { provider, baseUrl: deps.config().baseUrl, model };
+        const { config, tier, tools, counter, headBytes } = await runShape(deps, deps.config(), target, s ? s.user : user.username);
         const stored: StoredMessage[] = [...(s?.messages ?? [])];
         if (input.message !== undefined) stored.push({ role: 'user', content: input.message as string, at: Date.now() });
         const priced = priceOf(config, provider, model);
-        const request = buildRequest(withWorkingSet(stored, config.workingSetBytes), {
+        const request = buildRequest(withWorkingSet(stored, config.workingSetBytes, headBytes), {
           config,
           model,
-          tools: deps.tools.specs(capabilities(deps, config, s ? s.user : user.username)),
+          tools,
+          tier,
           environment: deps.environment,
           sessionId: s?.session_id ?? '(new session)',
           cacheMarks: cacheMarksFor(provider, priced?.price.cacheReadPerMTokens !== undefined),
         });
-        const counter = await tokenCounter(model);
         const estimatedTokens = estimateTokens(request, counter);
-        const budget = await contextBudget(config, { provider, baseUrl: config.baseUrl, model }, deps.limits);
+        const budget = await contextBudget(config, target, deps.limits);
         return {
           session_id: s?.session_id ?? null,
           provider,
@@ -317,9 +318,11 @@ export function createOperations(deps: OperationsDeps): Record<string, Operation
 
     compact_agent_session: {
       // Compacts on demand (agent.compaction aside): everything the model sees becomes one summary, written by the
-      // model (the digest when it cannot be), on the node that owns the session. Answers once it is stored.
+      // model (the digest when it cannot be), on the node that owns the session. In the background like agent_prompt:
+      // answers `running` at once (the session reads `running` until the record is stored; a summary call takes as
+      // long as the model does); with `wait: true`, once it is stored, with the record.
       // `instructions`: what the summary must keep in focus (the operator's words, passed to the summary call).
-      schema: object({ session_id: sessionId, instructions: { type: 'string', minLength: 1, maxLength: 2000 } }, ['session_id']),
+      schema: object({ session_id: sessionId, instructions: { type: 'string', minLength: 1, maxLength: 2000 }, wait: { type: 'boolean' } }, ['session_id']),
       async handle(input, _user, via = {}) {
         const id = input.session_id as string;
         const existing = await mustGet(id);
@@ -337,7 +340,9 @@ export function createOperations(deps: OperationsDeps): Record<string, Operation
           s.lastError = null;
           s.runner = runner;
         });
-        await startCompaction(deps, id, runner, accepted.updatedAt, before, input.instructions as string | undefined).done;
+        const started = startCompaction(deps, id, runner, accepted.updatedAt, before, input.instructions as string | undefined);
+        if (input.wait !== true) return { session_id: id, status: 'running', messageIndex: accepted.messageCount, node: accepted.node };
+        await started.done;
         const s = await mustGet(id);
         const c = newestCompaction(s.messages);
         return { session_id: id, status: s.status, lastError: s.lastError, compaction: c >= accepted.messageCount ? messageView(s.messages[c]!, c) : null };
@@ -441,7 +446,8 @@ export function createOperations(deps: OperationsDeps): Record<string, Operation
         const { operation: _op, ...change } = input;
         if (Object.keys(change).length === 0) throw new HttpError(400, 'set_agent_config needs at least one agent.* key to change');
         try {
-          const result = await deps.changeConfig(change, user.username ?? null);
+          // The window, the answer and the fixed part checked together (agent/context/window.ts).
+          const result = await deps.changeConfig(change, user.username ?? null, (next) => windowProblem(deps, next));
           return { ...publicConfig(result.config), persisted: result.persisted };
         } catch (error) {
           if (error instanceof ConfigChangeError) throw new HttpError(400, error.message);

@@ -82,15 +82,21 @@ export const SHRINK_ADVICE =
 export const WORKING_SET_REASON = 'cut to 2 KiB: older than the working set (agent.workingSetBytes) of newest results kept whole';
 export const WORKING_SET_ADVICE = 'if you need this page again, read it again from its cursor above (path, offset, startLine)';
 
-/** A tool result cut to a 2 KiB head, its cursor fields first so they survive the cut. */
-export function cutToHead(content: string, reason: string, advice: string): string {
-  return truncateWithMarker(cursorFirst(content), SHRINK_THRESHOLD_BYTES, advice, reason);
+/** A tool result cut to a head (2 KiB, or less in a small window: agent/context/window.ts), its cursor fields first
+ * so they survive the cut. */
+export function cutToHead(content: string, reason: string, advice: string, headBytes = SHRINK_THRESHOLD_BYTES): string {
+  return truncateWithMarker(cursorFirst(content), headBytes, advice, reason);
 }
 
-/** A tool result cut to its 2 KiB head for `reason`: what the store writes, and what preview_agent_request shows. */
-export function cutMessage(m: Extract<Message, { role: 'tool' }>, reason: 'context' | 'workingSet'): StoredMessage {
+/** The reason a cut names, with its head's size ("2 KiB" as always, else the bytes). */
+function headReason(reason: string, headBytes: number): string {
+  return headBytes === SHRINK_THRESHOLD_BYTES ? reason : reason.replace('2 KiB', `${headBytes} bytes`);
+}
+
+/** A tool result cut to its head for `reason`: what the store writes, and what preview_agent_request shows. */
+export function cutMessage(m: Extract<Message, { role: 'tool' }>, reason: 'context' | 'workingSet', headBytes = SHRINK_THRESHOLD_BYTES): StoredMessage {
   const [text, advice] = reason === 'context' ? [SHRINK_REASON, SHRINK_ADVICE] : [WORKING_SET_REASON, WORKING_SET_ADVICE];
-  return plainMessage({ ...m, content: cutToHead(m.content, text, advice), cut: reason });
+  return plainMessage({ ...m, content: cutToHead(m.content, headReason(text, headBytes), advice, headBytes), cut: reason });
 }
 
 /** Once the working set overflows, it is cut down to this share of agent.workingSetBytes (the low-water mark). */
@@ -110,10 +116,10 @@ function lastToolIndex(messages: readonly StoredMessage[]): number {
   return -1;
 }
 
-export function workingSetCuts(messages: readonly StoredMessage[], budgetBytes: number): number[] {
+export function workingSetCuts(messages: readonly StoredMessage[], budgetBytes: number, headBytes = SHRINK_THRESHOLD_BYTES): number[] {
   // Only what the model sees counts: results a compaction summarized are in no request.
   const from = viewStart(messages);
-  const whole = messages.flatMap((m, i) => (m.role === 'tool' && i >= from && Buffer.byteLength(m.content) > SHRINK_THRESHOLD_BYTES ? [{ i, bytes: Buffer.byteLength(m.content) }] : []));
+  const whole = messages.flatMap((m, i) => (m.role === 'tool' && i >= from && Buffer.byteLength(m.content) > headBytes ? [{ i, bytes: Buffer.byteLength(m.content) }] : []));
   const newestTool = lastToolIndex(messages);
   if (whole.reduce((sum, t) => sum + t.bytes, 0) <= budgetBytes) return [];
   const low = Math.floor(budgetBytes * WORKING_SET_LOW_WATER);
@@ -128,14 +134,20 @@ export function workingSetCuts(messages: readonly StoredMessage[], budgetBytes: 
   return cuts.reverse();
 }
 
-/** A message as plain data. Harper's nested objects carry their fields as inherited getters, which a spread drops,
- * so each field is copied by name; tool-call arguments are read-only and kept as they are. */
+/** A message as plain data. Harper's nested objects carry their fields as inherited getters, which a spread (and
+ * Object.entries: the working state read `read_file {}` from them) drops, so each field is copied by name, and
+ * tool-call arguments through their JSON (a record's toJSON gives its fields). */
 export function plainMessage(m: Record<string, any>): StoredMessage {
   const out: Record<string, unknown> = { role: m.role, content: m.content };
-  if (m.toolCalls) out.toolCalls = Array.from(m.toolCalls as Record<string, any>[], (c) => ({ id: c.id, name: c.name, arguments: c.arguments }));
+  if (m.toolCalls) out.toolCalls = Array.from(m.toolCalls as Record<string, any>[], (c) => ({ id: c.id, name: c.name, arguments: plainArguments(c.arguments) }));
   for (const key of ['toolCallId', 'name', 'isError', 'cut', 'keepFrom', 'compactedBy', 'detail', 'followup'] as const) if (m[key] !== undefined && m[key] !== null) out[key] = m[key];
   if (m.at !== undefined && m.at !== null) out.at = millis(m.at);
   return out as unknown as StoredMessage;
+}
+
+function plainArguments(args: unknown): Record<string, unknown> {
+  if (!args || typeof args !== 'object') return (args ?? {}) as Record<string, unknown>;
+  return Object.getPrototypeOf(args) === Object.prototype || Object.getPrototypeOf(args) === null ? (args as Record<string, unknown>) : JSON.parse(JSON.stringify(args));
 }
 
 /** A time as epoch milliseconds, from a record's Date (or its JSON text), or a number (rows stored before the Date
@@ -429,12 +441,12 @@ export class SessionStore {
    * just those message records. Cut results are at most 2 KiB, so they are never picked again: calling it again
    * reaches an older group. Returns how many results were cut (0: nothing left to cut).
    */
-  shrinkNewestToolResults(id: string, guard?: RunGuard): Promise<number> {
-    return this.cutResults(id, guard, 'context', (messages) => {
+  shrinkNewestToolResults(id: string, guard?: RunGuard, headBytes = SHRINK_THRESHOLD_BYTES): Promise<number> {
+    return this.cutResults(id, guard, 'context', headBytes, (messages) => {
       const from = viewStart(messages);
       const groups = toolResultGroups(messages).filter((g) => g[0]! >= from);
       for (let g = groups.length - 1; g >= 0; g--) {
-        const picked = groups[g]!.filter((i) => messages[i]!.role === 'tool' && Buffer.byteLength(messages[i]!.content) > SHRINK_THRESHOLD_BYTES);
+        const picked = groups[g]!.filter((i) => messages[i]!.role === 'tool' && Buffer.byteLength(messages[i]!.content) > headBytes);
         if (picked.length) return picked;
       }
       return [];
@@ -442,13 +454,13 @@ export class SessionStore {
   }
 
   /** Cuts the tool results older than the working set (`workingSetCuts`) to 2 KiB heads. Returns how many. */
-  trimToWorkingSet(id: string, budgetBytes: number, guard?: RunGuard): Promise<number> {
-    return this.cutResults(id, guard, 'workingSet', (messages) => workingSetCuts(messages, budgetBytes));
+  trimToWorkingSet(id: string, budgetBytes: number, guard?: RunGuard, headBytes = SHRINK_THRESHOLD_BYTES): Promise<number> {
+    return this.cutResults(id, guard, 'workingSet', headBytes, (messages) => workingSetCuts(messages, budgetBytes, headBytes));
   }
 
   /** The one path that cuts stored results: under the session's lock, the picked messages' records are rewritten
    * with a 2 KiB head and their cut reason; the row's bytes follow. */
-  private async cutResults(id: string, guard: RunGuard | undefined, reason: 'context' | 'workingSet', pick: (messages: StoredMessage[]) => number[]): Promise<number> {
+  private async cutResults(id: string, guard: RunGuard | undefined, reason: 'context' | 'workingSet', headBytes: number, pick: (messages: StoredMessage[]) => number[]): Promise<number> {
     return this.withLock(id, async (exclusive) => {
       const row = (await this.tables.sessions().get(id)) as Record<string, unknown> | undefined;
       const header = toHeader(row);
@@ -463,7 +475,7 @@ export class SessionStore {
       await Promise.all(
         picked.map((index) => {
           const m = messages[index] as Extract<Message, { role: 'tool' }>;
-          const stored = cutMessage(m, reason);
+          const stored = cutMessage(m, reason, headBytes);
           header.bytes += jsonBytes(stored) - jsonBytes(m);
           keyed[index] = { ...keyed[index]!, message: stored };
           return this.putMessage(id, keyed[index]!.seq, stored, keyed[index]!.key);

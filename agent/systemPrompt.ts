@@ -24,10 +24,20 @@ answer the newest prompt, and go on with a read from the call it gives instead o
 Key material (Harper's keys, *.pem, *.key, private keys inside files) is never served: do not try to work around it.
 Be concise: say what you found, with file names and line numbers, and what the operator should do.`;
 
+/** The system prompt of a request whose window holds only the core tools (agent/context/window.ts): the same rules,
+ * in as few words. */
+export const BRIEF_SYSTEM_PROMPT = `You are Harper Agent: you investigate a Harper instance for its operator. Roots: "logs" (Harper's logs),
+"config" (its config file), "components" (writable). Results are capped: read a big file a page at a time, passing a
+result's nextLine and nextOffset back as startLine and offset. Older results are cut to a head that keeps their cursor:
+note what you need from each page as you read it. A long session is compacted into a message that begins "[Summary of
+the earlier part of this session": it holds the operator's prompts, each read in progress with the call that reads its
+next page, and your notes. Go on from there; never start a file again. Key material is never served. Be concise: what
+you found, with file and line, and what to do.`;
+
 /** The system prompt, then where it runs (environmentBlock, fixed for a run), then the operator's own instructions
  * (agent.systemPromptAppend) under their own heading. */
-export function systemPrompt(append?: string, environment?: string): string {
-  let text = SYSTEM_PROMPT;
+export function systemPrompt(append?: string, environment?: string, brief = false): string {
+  let text = brief ? BRIEF_SYSTEM_PROMPT : SYSTEM_PROMPT;
   if (environment) text += `\n\n${environment}`;
   if (append?.trim()) text += `\n\n=== Operator instructions ===\n${append.trim()}`;
   return text;

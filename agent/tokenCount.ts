@@ -49,7 +49,27 @@ export function memoized(count: (text: string) => number, maxChars = MEMO_MAX_CH
   };
 }
 
-/** The tokenizer for a model id, or undefined when no package has one (Claude, Llama, Qwen…: bytes / 3 then). */
+/** Providers whose models may run on the operator's own server, in a small window, where bytes / 3 is not safe. */
+const SELF_HOSTED = new Set(['ollama', 'openai']);
+/** The stand-in's tokenizer (o200k_base) and margin: Llama's and Qwen's tokenizers split text about as finely as
+ * o200k (Qwen finer on digits); 15% over covers what was measured (DESIGN.md "Estimating tokens"). */
+const STAND_IN_MODEL = 'gpt-4o';
+export const STAND_IN_MARGIN = 1.15;
+
+/**
+ * What a request to `model` on `provider` is counted with: the model's own tokenizer where a package has one; for a
+ * model without one on a server that may be the operator's own (Ollama, an OpenAI-compatible server), o200k_base
+ * with a margin, since logs tokenize at about 2 bytes a token and bytes / 3 would let a small window overflow; else
+ * none (Claude: bytes / 3, and a rejection teaches the rest).
+ */
+export async function counterFor(provider: string, model: string): Promise<TokenCounter | undefined> {
+  const own = await tokenCounter(model);
+  if (own || !SELF_HOSTED.has(provider)) return own;
+  const base = await tokenCounter(STAND_IN_MODEL);
+  return base && { name: `gpt-tokenizer o200k_base × ${STAND_IN_MARGIN} (a stand-in: none for ${model})`, count: (text) => Math.ceil(base.count(text) * STAND_IN_MARGIN) };
+}
+
+/** The tokenizer for a model id, or undefined when no package has one (Claude, Llama, Qwen…). */
 export function tokenCounter(model: string): Promise<TokenCounter | undefined> {
   if (!counters.has(model)) counters.set(model, load(model));
   return counters.get(model)!;

@@ -35,7 +35,7 @@ export async function generateTurn(deps: LoopDeps, current: Session, req: TurnRe
     // The estimate let this request through and the provider still rejected it: remember the size that failed.
     await deps.limits?.learn(target(req), estimate).catch(() => undefined);
     deps.log?.(`harper-agent: session ${id}: ${error.message}; cutting the newest tool results (or compacting) and retrying once`);
-    const cut = await deps.store.shrinkNewestToolResults(id, req.guard);
+    const cut = await deps.store.shrinkNewestToolResults(id, req.guard, req.headBytes);
     let shrunk: Session | null = cut > 0 ? (await deps.store.get(id))! : null;
     if (!shrunk && req.config.compaction) {
       // Nothing left to cut: compact against what the rejection taught (the budget it leaves).
@@ -57,7 +57,7 @@ export async function generateTurn(deps: LoopDeps, current: Session, req: TurnRe
     } catch (retryError) {
       if (isModelError(retryError) && retryError.contextWindowExceeded && !req.signal.aborted) {
         throw new RunError(
-          `The conversation is still longer than the model's context window after ${cut ? `cutting ${cut} tool result(s) to 2 KiB` : 'compacting it'} (${retryError.message}). To continue: ${CONTEXT_ADVICE}.`
+          `The conversation is still longer than the model's context window after ${cut ? `cutting ${cut} tool result(s) to ${req.headBytes === 2048 ? '2 KiB' : `${req.headBytes} bytes`}` : 'compacting it'} (${retryError.message}). To continue: ${CONTEXT_ADVICE}.`
         );
       }
       throw retryError;
@@ -69,8 +69,8 @@ export async function generateTurn(deps: LoopDeps, current: Session, req: TurnRe
 async function keepWorkingSet(deps: LoopDeps, current: Session, req: TurnRequest): Promise<Session> {
   const budget = req.config.workingSetBytes;
   // Decided on the run's own copy first: the store reads the transcript only when there is something to cut.
-  if (!budget || workingSetCuts(current.messages, budget).length === 0) return current;
-  const cut = await deps.store.trimToWorkingSet(current.session_id, budget, req.guard);
+  if (!budget || workingSetCuts(current.messages, budget, req.headBytes).length === 0) return current;
+  const cut = await deps.store.trimToWorkingSet(current.session_id, budget, req.guard, req.headBytes);
   return cut ? (await deps.store.get(current.session_id))! : current;
 }
 
@@ -84,7 +84,7 @@ async function fitBudget(deps: LoopDeps, current: Session, req: TurnRequest, bud
   const counter = req.counter;
   let estimate = known ?? estimateTokens(buildInput(deps, session, req), counter);
   while (budget && estimate > budget.tokens) {
-    const cut = await deps.store.shrinkNewestToolResults(id, req.guard);
+    const cut = await deps.store.shrinkNewestToolResults(id, req.guard, req.headBytes);
     const next = cut > 0 ? (await deps.store.get(id))! : req.config.compaction ? await compact(deps, session, req, sizesFor(deps, session, req, budget).sizes, false) : null;
     if (!next) {
       throw new RunError(

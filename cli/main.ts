@@ -288,7 +288,8 @@ export async function run(argv: string[], io: Io): Promise<number> {
     }
     case 'compact': {
       needs(args, 1, 'compact ID [--focus "<what>"]');
-      const answer = await client.op({ operation: 'compact_agent_session', session_id: args[0], ...(typeof flags.focus === 'string' ? { instructions: flags.focus } : {}) });
+      // The operation runs in the background; the CLI waits for the record, as `prompt` waits for the answer.
+      const answer = await client.op({ operation: 'compact_agent_session', session_id: args[0], wait: true, ...(typeof flags.focus === 'string' ? { instructions: flags.focus } : {}) });
       const c = answer.compaction as MessageView | null;
       print(c ? `session ${answer.session_id}: ${c.boundary}\n${compactionLines(c).join('\n')}` : `session ${answer.session_id}: ${answer.status}, not compacted${answer.lastError ? `: ${answer.lastError}` : ''}`, answer);
       return c ? EXIT.ok : EXIT.runFailed;

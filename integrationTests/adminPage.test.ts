@@ -178,7 +178,7 @@ describe('the admin page in headless Chromium', function () {
     await waitForStatus('completed');
     const id = await currentId();
     const before = (await suite.h.row(id)).messages.length;
-    const compacted = await suite.h.op({ operation: 'compact_agent_session', session_id: id });
+    const compacted = await suite.h.op({ operation: 'compact_agent_session', session_id: id, wait: true });
     expect(compacted.status, JSON.stringify(compacted.body)).to.equal(200);
     const record = compacted.body.compaction;
     const boundary = `the model sees a deterministic digest below instead of messages #0-#${before - 1} (the local backend is not a model)`;

@@ -255,7 +255,7 @@ describe('deployed with deploy_component on a two-node Harper cluster', function
     const started = await a.h.op({ operation: 'agent_prompt', message: 'what failed?' });
     const id = started.body.session_id as string;
     await eventually(async () => expect((await session(a, id)).status).to.equal('completed'), 10_000);
-    const answer = await b.h.op({ operation: 'compact_agent_session', session_id: id, instructions: 'what the operator asked about failures' });
+    const answer = await b.h.op({ operation: 'compact_agent_session', session_id: id, instructions: 'what the operator asked about failures', wait: true });
     expect(answer.status, JSON.stringify(answer.body)).to.equal(200);
     expect(answer.body.compaction).to.include({ index: 2, keepFrom: 2, compactedBy: 'model' });
     expect(answer.body.compaction.content).to.match(

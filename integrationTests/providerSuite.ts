@@ -10,7 +10,7 @@ export interface ProviderSuite {
 }
 
 export async function useLocal(h: TestHarper) {
-  const r = await h.setConfig({ provider: 'local', baseUrl: null, apiKey: null, model: null, maxRetries: 2, maxToolResultBytes: 65536, contextWindowTokens: null, maxTokens: 4096, workingSetBytes: null, compaction: null, compactAtPercent: null, followupMinSeconds: null, maxFollowups: null, maxTurns: null, stream: null, prices: null, maxCostUsd: null, maxSessionCostUsd: null });
+  const r = await h.setConfig({ provider: 'local', baseUrl: null, apiKey: null, model: null, maxRetries: 2, maxToolResultBytes: 65536, contextWindowTokens: null, maxTokens: null, workingSetBytes: null, compaction: null, compactAtPercent: null, followupMinSeconds: null, maxFollowups: null, maxTurns: null, stream: null, prices: null, maxCostUsd: null, maxSessionCostUsd: null });
   expect(r.status).to.equal(200);
 }
 

@@ -138,15 +138,16 @@ describe('compaction: the digest', () => {
     expect(second.split('\n').slice(1)).to.deep.equal([...first.split('\n').slice(1), ...digest(long, { from: 8, keepFrom: 12 }, 4096).split('\n').slice(1)]);
   });
 
-  it('sizes: the threshold is the percent of the budget; kept messages get half the room left once the summary and the working state (as large) are counted; the summary 512 to 4,096 tokens', () => {
+  it('sizes: the threshold is the percent of the budget; kept messages get half the room left once the summary and the working state (as large) are counted; the summary 128 to 4,096 tokens (a twelfth of the budget)', () => {
     expect(compactionSizes(48_000, 75, 5_000, 3)).to.deep.equal({ threshold: 36_000, summaryTokens: 4_000, keepBytes: 34_500, digestBytes: 12_000, stateBytes: 12_000, partBytes: 47_440 });
-    expect(compactionSizes(4_000, 50, 1_000, 2).summaryTokens).to.equal(512);
+    expect(compactionSizes(4_000, 50, 1_000, 2).summaryTokens).to.equal(333);
+    expect(compactionSizes(1_200, 50, 200, 2).summaryTokens).to.equal(128);
   });
 });
 
 describe('compaction in the loop', () => {
   function seed(h: Harness) {
-    writeFileSync(path.join(h.scopes.logs, 'a.log'), ('a'.repeat(99) + '\n').repeat(60)); // 6,000 bytes
+    writeFileSync(path.join(h.scopes.logs, 'a.log'), ('a'.repeat(99) + '\n').repeat(50)); // 5,000 bytes: one page in the 12,000-token window's 5,500
   }
   const read = () => calls(['read_file', { root: 'logs', path: 'a.log' }]);
   const summary = (s: string): GenerateOutput => text(s);
@@ -154,7 +155,7 @@ describe('compaction in the loop', () => {
   const investigator: Step = (input) => {
     if (isSummaryCall(input)) return summary(`SUMMARY of ${input.messages[0]!.content.length} chars`);
     const last = input.messages.at(-1)!;
-    return last.role === 'tool' ? text('the log has 60 lines') : read();
+    return last.role === 'tool' ? text('the log has 50 lines') : read();
   };
   const config = { contextWindowTokens: 12_000, maxTokens: 1000, workingSetBytes: 0 };
 
@@ -210,7 +211,7 @@ describe('compaction in the loop', () => {
     const record = s.messages.find((m): m is CompactionRecord => m.role === 'compaction')!;
     expect(record.compactedBy).to.equal('digest');
     expect(record.detail).to.equal('the summary call failed: scripted request failed (HTTP 500): boom');
-    expect(record.content).to.match(/^\[Summary of the earlier part of this session \(\d+ messages\), a digest written without the model\. The messages after it follow whole\.\]\nDigest \(deterministic, written without the model\):\n- read_file \{"root":"logs","path":"a\.log"\} -> 6,1\d\d bytes; path "logs\/a\.log"/);
+    expect(record.content).to.match(/^\[Summary of the earlier part of this session \(\d+ messages\), a digest written without the model\. The messages after it follow whole\.\]\nDigest \(deterministic, written without the model\):\n- read_file \{"root":"logs","path":"a\.log"\} -> 5,1\d\d bytes; path "logs\/a\.log"/);
     expect(record.content).to.match(/\n=== Working state \(rebuilt at every compaction from the whole session\) ===\nThe operator's prompts, word for word, oldest first:\n1\. \[[\dT:-]+Z\] read logs\/a\.log\n/);
   });
 
@@ -259,7 +260,7 @@ describe('compaction in the loop', () => {
     const h = harness(Array(20).fill(investigator), { workingSetBytes: 0 });
     seed(h);
     const s = await prompt(h, 'read logs/a.log');
-    const answer = (await ops(h).compact_agent_session.handle({ session_id: s.session_id }, user)) as { status: string; compaction: { index: number; keepFrom: number; compactedBy: string; boundary: string; content: string } };
+    const answer = (await ops(h).compact_agent_session.handle({ session_id: s.session_id, wait: true }, user)) as { status: string; compaction: { index: number; keepFrom: number; compactedBy: string; boundary: string; content: string } };
     expect(answer.status).to.equal('completed');
     expect(answer.compaction).to.include({ index: 4, keepFrom: 4, compactedBy: 'model', boundary: 'the model sees a summary the model wrote below instead of messages #0-#3' });
     const after = (await h.store.get(s.session_id))!;
@@ -283,7 +284,7 @@ describe('compaction in the loop', () => {
     seed(h);
     const s = await prompt(h, 'read logs/a.log');
     h.config.provider = 'nowhere';
-    const answer = (await ops(h).compact_agent_session.handle({ session_id: s.session_id, instructions: 'the log' }, user)) as { status: string; lastError: string | null; compaction: { compactedBy: string; detail: string } };
+    const answer = (await ops(h).compact_agent_session.handle({ session_id: s.session_id, instructions: 'the log', wait: true }, user)) as { status: string; lastError: string | null; compaction: { compactedBy: string; detail: string } };
     expect([answer.status, answer.lastError]).to.deep.equal(['completed', null]);
     expect(answer.compaction).to.include({ compactedBy: 'digest' });
     expect(answer.compaction.detail).to.match(/^no summary call could be made: agent\.provider "nowhere" is not registered \(available: .*\)\. Set agent\.provider to one of them\.$/);

@@ -178,7 +178,10 @@ describe('context budget', () => {
   const read = () => calls(['read_file', { root: 'logs', path: 'pf.log' }]);
 
   it('pre-flight shrinks from the newest group, group by group, until the request fits, without a rejection', async () => {
-    const h = harness([read(), read(), read(), text('done')], { contextWindowTokens: 12_000, maxTokens: 1000, compaction: false });
+    // A budget learned from a rejection (no window known, so nothing is fitted to one): pages as large as the cap gives.
+    const h = harness([read(), read(), read(), text('done')], { maxTokens: 1000, compaction: false });
+    h.deps.limits = new ContextLimits();
+    await h.deps.limits.learn({ provider: 'scripted', model: 'scripted-1' }, Math.ceil(11_000 / 0.9));
     seed(h);
     const s = await prompt(h, 'read three times');
     expect(s.status, s.lastError ?? '').to.equal('completed');

@@ -12,10 +12,11 @@ import { requestMessages, type StoredMessage } from '../compaction.js';
 import { environmentBlock, type HostEnvironment } from '../environment.js';
 import { cutMessage, workingSetCuts } from '../session.js';
 import { systemPrompt } from '../systemPrompt.js';
+import type { ToolTier } from './window.js';
 
 /** What shapes a request besides the transcript: the config in force, the model, the tools offered, where it runs. */
 export interface RequestPolicy {
-  config: Pick<AgentConfig, 'systemPromptAppend' | 'maxTokens'>;
+  config: Pick<AgentConfig, 'systemPromptAppend'> & { maxTokens: number };
   model: string;
   /** In the registry's fixed order: a tool list that changed order would change the cached prefix. */
   tools: ToolSpec[];
@@ -24,11 +25,13 @@ export interface RequestPolicy {
   sessionId?: string;
   /** Mark the cached prefix for APIs that cache only at marks (cacheMarksFor decides). */
   cacheMarks?: boolean;
+  /** The window's tool tier (agent/context/window.ts): `core` carries the brief system prompt too. */
+  tier?: ToolTier;
 }
 
 /** The system text: the same for every request of a session while the config stays the same. */
-export function systemText(policy: Pick<RequestPolicy, 'config' | 'environment'>): string {
-  return systemPrompt(policy.config.systemPromptAppend, policy.environment && environmentBlock(policy.environment));
+export function systemText(policy: { config: Pick<AgentConfig, 'systemPromptAppend'>; environment?: HostEnvironment; tier?: ToolTier }): string {
+  return systemPrompt(policy.config.systemPromptAppend, policy.environment && environmentBlock(policy.environment), policy.tier === 'core');
 }
 
 /** A message as the model is sent it: a prompt ends with the time it was sent (stored prompts carry `at`). */
@@ -37,9 +40,9 @@ function asSent(m: Message): Message {
 }
 
 /** The transcript with the working set's cuts applied, as the loop stores them before its next call (a copy). */
-export function withWorkingSet(messages: readonly StoredMessage[], budgetBytes: number): readonly StoredMessage[] {
-  const cuts = new Set(budgetBytes ? workingSetCuts(messages, budgetBytes) : []);
-  return cuts.size ? messages.map((m, i) => (cuts.has(i) ? cutMessage(m as Extract<Message, { role: 'tool' }>, 'workingSet') : m)) : messages;
+export function withWorkingSet(messages: readonly StoredMessage[], budgetBytes: number, headBytes?: number): readonly StoredMessage[] {
+  const cuts = new Set(budgetBytes ? workingSetCuts(messages, budgetBytes, headBytes) : []);
+  return cuts.size ? messages.map((m, i) => (cuts.has(i) ? cutMessage(m as Extract<Message, { role: 'tool' }>, 'workingSet', headBytes) : m)) : messages;
 }
 
 /** The next request for a transcript: what the model sees, every tool call answered. */

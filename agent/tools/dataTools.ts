@@ -38,6 +38,7 @@ function plain(record: unknown): unknown {
 
 const describeTables: Tool = {
   name: 'describe_tables',
+  core: true,
   needs: 'data',
   description: 'List the databases and tables of this Harper instance with their primary key and attributes.',
   parameters: { type: 'object', properties: {}, additionalProperties: false },

@@ -172,6 +172,8 @@ function countLines(page: Buffer): number {
 
 const readFileTool: Tool = {
   name: 'read_file',
+  core: true,
+  brief: 'Read a text file a page at a time, whole lines from startLine (default 1). While it continues, pass the result\'s nextLine and nextOffset back as startLine and offset.',
   description:
     'Read a text file a page at a time. Returns whole lines from startLine (1-based) that fit one page (about half of ' +
     'agent.maxToolResultBytes), with size, offset, startLine and endLine. While the file continues the result has ' +
@@ -269,6 +271,7 @@ export async function tailFile(args: Record<string, unknown>, ctx: ToolContext, 
 
 const tailFileTool: Tool = {
   name: 'tail_file',
+  core: true,
   description:
     'Read the last lines of a file (default 50), as many as fit one page, reading only the end of the file. ' +
     'truncated: true means fewer lines than asked fit; offset is where the returned text starts. Use read_file to page ' +
@@ -343,6 +346,8 @@ export async function listDir(args: Record<string, unknown>, ctx: ToolContext): 
 
 const listDirTool: Tool = {
   name: 'list_dir',
+  core: true,
+  brief: 'List a directory a page at a time; while more remain, pass nextOffset back as offset.',
   description:
     'List a directory, sorted by name, with each entry\'s type and size, one page at a time. total is the number of ' +
     'entries; while more remain the result has nextOffset: pass it back as offset for the next page. A name too long ' +

@@ -81,6 +81,8 @@ export async function grepFiles(args: Record<string, unknown>, ctx: ToolContext,
 
 export const grepFilesTool: Tool = {
   name: 'grep_files',
+  core: true,
+  brief: 'Search files under a path for a JavaScript regular expression; truncated: true means more matched (narrow it). Then read_file startLine reads around a match.',
   description:
     'Search files under a path (a file or a directory, default the scope root) for a JavaScript regular expression, ' +
     'line by line. Returns matches with path, line number and text, as many as fit one page; truncated: true means ' +

@@ -98,10 +98,14 @@ function servedEntry(entry: LogEntry): LogEntry {
   return holdsArmorLine(Buffer.from(text)) ? { ...entry, message: WITHHELD } : entry;
 }
 
+/** Offered even in the smallest window's tool list. */
+const CORE_OPERATIONS = new Set(['cluster_status', 'get_configuration']);
+
 const operationTool = (name: string, description: string, properties: Record<string, unknown> = {}, shape: (result: unknown) => unknown = (r) => r, required: string[] = []): Tool => ({
   name,
   description,
   needs: 'operations',
+  core: CORE_OPERATIONS.has(name),
   parameters: { type: 'object', properties, required, additionalProperties: false },
   async handler(args, ctx) {
     return shape(redactSecrets(await run(ctx, { operation: name, ...args })));
@@ -111,6 +115,8 @@ const operationTool = (name: string, description: string, properties: Record<str
 const readLog: Tool = {
   name: 'read_log',
   needs: 'operations',
+  core: true,
+  brief: "Read Harper's log as entries, a page at a time from start, filtered by level and from/until; pass nextStart back as start.",
   description:
     "Read Harper's own log (hdb.log) as entries {timestamp, thread, level, tags, message}, oldest first, a page at a " +
     'time: from start (default 0), at most limit (default 100) entries, filtered by level (error, warn, notify, info, ' +

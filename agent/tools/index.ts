@@ -9,6 +9,7 @@ import { harperOperationTools } from './harperOps.js';
 import { httpFetchTool } from './httpFetch.js';
 import { scheduleFollowupTool } from './followupTool.js';
 import { threadTools } from './threadTools.js';
+import type { ToolTier } from '../context/window.js';
 import type { Capabilities, Tool } from './types.js';
 
 const Ajv = AjvModule.default ?? AjvModule;
@@ -16,8 +17,9 @@ const Ajv = AjvModule.default ?? AjvModule;
 export interface ToolRegistry {
   get(name: string): Tool | undefined;
   names(): string[];
-  /** The specs of the tools a run can use (all, without `can`), in the registry's fixed order. */
-  specs(can?: Capabilities): ToolSpec[];
+  /** The specs of the tools a run can use (all, without `can`), in the registry's fixed order; a tier below `full`
+   * carries short descriptions (`brief`) and no parameter descriptions, `core` only the core tools. */
+  specs(can?: Capabilities, tier?: ToolTier): ToolSpec[];
   /** A message naming what is wrong with `args`, or null when they are valid. */
   validate(tool: Tool, args: unknown): string | null;
 }
@@ -28,7 +30,10 @@ export function createToolRegistry(tools: Tool[]): ToolRegistry {
   return {
     get: (name) => byName.get(name)?.tool,
     names: () => [...byName.keys()],
-    specs: (can) => tools.filter((t) => !can || !t.needs || can[t.needs]).map(({ name, description, parameters }) => ({ name, description, parameters })),
+    specs: (can, tier = 'full') =>
+      tools
+        .filter((t) => (!can || !t.needs || can[t.needs]) && (tier !== 'core' || t.core))
+        .map(({ name, description, parameters, brief }) => (tier === 'full' ? { name, description, parameters } : { name, description: brief ?? firstSentence(description), parameters: withoutDescriptions(parameters) as Record<string, unknown> })),
     validate(tool, args) {
       const entry = byName.get(tool.name)!;
       if (entry.validate(args)) return null;
@@ -36,6 +41,18 @@ export function createToolRegistry(tools: Tool[]): ToolRegistry {
       return `invalid arguments for ${tool.name}: ${problems.join('; ')}`;
     },
   };
+}
+
+/** A description's first sentence. */
+export function firstSentence(text: string): string {
+  return (/^.*?[.!?](?=\s|$)/s.exec(text)?.[0] ?? text).trim();
+}
+
+/** A JSON schema without its `description` fields (a small window's tool list: the names and types say enough). */
+function withoutDescriptions(schema: unknown): unknown {
+  if (Array.isArray(schema)) return schema.map(withoutDescriptions);
+  if (!schema || typeof schema !== 'object') return schema;
+  return Object.fromEntries(Object.entries(schema).filter(([k, v]) => !(k === 'description' && typeof v === 'string')).map(([k, v]) => [k, withoutDescriptions(v)]));
 }
 
 /**

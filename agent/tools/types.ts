@@ -33,6 +33,11 @@ export interface Tool {
   refuse?(args: Record<string, unknown>, ctx: ToolContext): string | null;
   /** What the tool needs to run at all; without it the tool is not offered (registry.specs). */
   needs?: keyof Capabilities;
+  /** The description a small window's request carries (agent/context/window.ts): the first sentence when unset; a
+   * paging tool's says how to page. */
+  brief?: string;
+  /** Offered even in the smallest window's tool list (the file tools, the log, the config, replication). */
+  core?: boolean;
 }
 
 /** What a run can do: a tool that needs what the run lacks is not offered (its spec would cost every request its

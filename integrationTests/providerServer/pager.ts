@@ -114,6 +114,21 @@ export function threadFollower(root: string, file: string, pages: number, needle
   };
 }
 
+/**
+ * Reads `file` to its end in one prompt, each page from the cursor the request holds (a page after the newest summary,
+ * else the working state's call for the next page: it remembers nothing), then says where the file ended. Asked for a
+ * summary, it writes a short one.
+ */
+export function windowReader(root: string, file: string): Responder {
+  return (req: NeutralRequest): Turn => {
+    if (isSummaryRequest(req)) return { text: `Reading ${root}/${file} page by page.` };
+    const last = req.messages.at(-1);
+    const total = last?.role === 'tool' ? /"totalLines":(\d+)/.exec(last.text) : null;
+    if (total) return { text: `Reached the end of ${file}: ${total[1]} lines.` };
+    return { toolCalls: [{ name: 'read_file', arguments: { root, path: file, ...cursorInRequest(req, root, file) } }] };
+  };
+}
+
 /** The newest cursor for `file` in what a request holds: a read_file page after the newest summary, or the summary's
  * working-state call for the next page; nothing else (no memory of earlier requests). */
 function cursorInRequest(req: NeutralRequest, root: string, file: string): { startLine?: number; offset?: number } {

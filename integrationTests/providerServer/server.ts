@@ -3,6 +3,7 @@
 // decides the turn, and the turn is encoded back in that provider's format, errors in its real envelopes.
 // Every request body and its byte size is recorded; above `byteLimit` it answers with the provider's
 // context-window rejection.
+import { countTokens } from 'gpt-tokenizer/model/gpt-4o';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { EventStreamCodec } from '@smithy/core/event-streams';
@@ -61,6 +62,9 @@ export interface Recorded {
   neutral: NeutralRequest;
   rejected: boolean;
   status: number;
+  /** The prompt's tokens as a server with `tokenLimit` counts them (promptTokens), and the answer tokens asked for. */
+  tokens?: number;
+  maxOut?: number;
   /** Asked for a stream (and answered with one, unless it was an error response). */
   streamed: boolean;
   /** The tokens the answer reported (a complete answer only): input counts them all, read and write (with `caching`
@@ -276,12 +280,31 @@ function encode(provider: Provider, model: string, turn: Turn, usage: Usage): un
   };
 }
 
+/**
+ * A prompt's tokens as a self-hosted server counts them, with a real BPE tokenizer (o200k_base, gpt-tokenizer): every
+ * system prompt, each message's text and tool calls with a chat template's few tokens around each, and the tool
+ * list as the JSON the template renders into the prompt.
+ */
+export function promptTokens(neutral: NeutralRequest, body: any): number {
+  const PER_MESSAGE = 4;
+  let tokens = 3 + countTokens(JSON.stringify(body.tools ?? body.toolConfig?.tools ?? []));
+  for (const s of neutral.systems) tokens += PER_MESSAGE + countTokens(s);
+  for (const m of neutral.messages) {
+    tokens += PER_MESSAGE + countTokens(m.text);
+    for (const c of m.toolCalls ?? []) tokens += countTokens(`${c.name}${JSON.stringify(c.arguments)}`);
+  }
+  return tokens;
+}
+
 export class ProviderServer {
   readonly requests: Recorded[] = [];
   script: Turn[] = [];
   responder?: Responder;
   /** Requests whose body is over this many bytes get the provider's context-window rejection. */
   byteLimit = Number.POSITIVE_INFINITY;
+  /** A model's window in tokens: a request whose prompt (promptTokens) and answer tokens asked for pass it gets the
+   * provider's context-window rejection, as llama.cpp or vLLM would give. */
+  tokenLimit = Number.POSITIVE_INFINITY;
   /** When set, the first request after a reset sets byteLimit to its own size plus this: a limit measured from the
    * fixed part of every request (system prompt, tool specs, prompt), so a scenario holds however long the tool list is. */
   byteLimitOverFirst?: number;
@@ -322,6 +345,7 @@ export class ProviderServer {
     this.script = script;
     this.byteLimit = byteLimit;
     this.byteLimitOverFirst = undefined;
+    this.tokenLimit = Number.POSITIVE_INFINITY;
     this.responder = undefined;
     this.contextError = undefined;
     this.delayMs = 0;
@@ -376,7 +400,11 @@ export class ProviderServer {
       record.status = status;
       res.writeHead(status, { 'content-type': 'application/json', ...(provider === 'anthropic' ? { 'request-id': id('req') } : {}), ...headers }).end(JSON.stringify(payload));
     };
-    if (raw.length > this.byteLimit) {
+    if (Number.isFinite(this.tokenLimit)) {
+      record.tokens = promptTokens(neutral, body);
+      record.maxOut = Number(body.max_tokens ?? body.max_completion_tokens ?? body.options?.num_predict ?? body.inferenceConfig?.maxTokens ?? 0);
+    }
+    if (raw.length > this.byteLimit || (record.tokens ?? 0) + (record.maxOut ?? 0) > this.tokenLimit) {
       record.rejected = true;
       const e = (this.contextError ?? contextWindowError)(provider, raw.length);
       return send(e.status, e.body, e.headers);
