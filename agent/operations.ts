@@ -141,8 +141,13 @@ export function createOperations(deps: OperationsDeps): Record<string, Operation
 
     get_agent_session: {
       schema: object({ session_id: sessionId }, ['session_id']),
-      async handle(input) {
+      async handle(input, _user, via = {}) {
         const s = await mustGet(input.session_id as string);
+        // A copy replication has not caught up with is read from the node that owns the session (when it answers).
+        if (s.behind && ownedElsewhere(s)) {
+          const owned = await deps.cluster!.forward(s.node!, input, via).catch(() => undefined);
+          if (owned) return owned;
+        }
         // How close the session is to its model's context window: the estimate the pre-flight uses, and the budget.
         const model = s.model ?? '';
         const target = { provider: s.provider, baseUrl: deps.config().baseUrl, model };

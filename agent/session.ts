@@ -43,6 +43,9 @@ export interface Session extends SessionHeader {
   /** The transcript: every message ever stored, compaction records among them (compaction.ts requestMessages derives
    * what the model sees). */
   messages: StoredMessage[];
+  /** Messages the row counts that this node does not hold yet (replication behind: seen on a node restarted after a
+   * SIGKILL, 7 messages short for a minute with its sockets connected). Absent when none. */
+  behind?: number;
 }
 
 /** The part of a Harper table the store uses (the real `databases.agent.AgentSession`/`AgentMessage`, or a map in
@@ -341,7 +344,9 @@ export class SessionStore {
     // thread) would otherwise see a new prompt beside the old status.
     const messages = legacyMessages(row!) ?? (await this.keyedMessages(id, row!, header)).map((k) => k.message);
     if (tracing) trace({ op: 'get', id, read: rowTrace(row), n: messages.length, prompts: promptsOf(messages) });
-    return { ...header, messageCount: messages.length, messages };
+    const session: Session = { ...header, messageCount: messages.length, messages };
+    if (messages.length < header.messageCount) session.behind = header.messageCount - messages.length;
+    return session;
   }
 
   /** Calls `onChange` with the row after every write to it, from any thread or node, until the returned close. */

@@ -18,6 +18,18 @@ describe('SessionStore', () => {
     expect((await store.header(s.session_id))!.bytes).to.equal(back.bytes);
   });
 
+  it('a copy whose message records have not all arrived (replication behind) says how many it lacks', async () => {
+    const { store, table, messages } = memoryStore(0, 'a');
+    const s = await store.create({ user: 'u', provider: 'local', model: null });
+    for (let i = 0; i < 5; i++) await store.append(s.session_id, [{ role: 'user', content: `m${i}` }]);
+    expect((await store.get(s.session_id))!.behind).to.equal(undefined);
+    // Another node: the row says five messages; two records have not reached it.
+    for (const key of [...messages.rows.keys()].sort().slice(-2)) messages.rows.delete(key);
+    const b = new SessionStore({ sessions: () => table, messages: () => messages, node: 'b' });
+    const copy = (await b.get(s.session_id))!;
+    expect([copy.messages.map((m) => m.content), copy.messageCount, copy.behind]).to.deep.equal([['m0', 'm1', 'm2'], 3, 2]);
+  });
+
   it('two writers (two threads) that append at the same place both keep their message', async () => {
     const { store, table, messages } = memoryStore(3);
     const other = new SessionStore({ sessions: () => table, messages: () => messages });
