@@ -3,7 +3,9 @@
 // Harper authenticates first (request.user); everything here needs a super_user, like the operations.
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { answerOperation, authorize, bodyTooLarge, header, json, MAX_AGENT_BODY_BYTES, readExactly, type HarperRequest, type HarperResponse, type Operations } from './http.js';
+import { authorize, sees } from './access.js';
+import type { AgentConfig } from './agent.js';
+import { answerOperation, bodyTooLarge, header, json, MAX_AGENT_BODY_BYTES, readExactly, type HarperRequest, type HarperResponse, type Operations } from './http.js';
 import { HttpError } from './operations.js';
 import { followSession, followSessionList, type SubscribableTable } from './sessionFeed.js';
 import type { SessionStore } from './session.js';
@@ -29,6 +31,8 @@ export interface AdminDeps {
   liveTable?(): SubscribableTable;
   /** The folder holding index.html, app.js and style.css. */
   pageDir: string;
+  /** The config in force: agent.roles says who besides a super_user may use the page. */
+  config(): Pick<AgentConfig, 'roles'>;
   log(message: string): void;
 }
 
@@ -69,7 +73,7 @@ export function adminListener(deps: AdminDeps) {
   const route = async (request: HarperRequest, url: URL): Promise<HarperResponse> => {
     const rest = url.pathname.slice(ADMIN_PATH.length);
     const method = request.method ?? 'GET';
-    authorize(request.user, 'the agent admin page');
+    const user = authorize(request.user, 'the agent admin page', deps.config());
     if (rest === 'api/operation') {
       if (method !== 'POST') throw new HttpError(405, 'POST an operation here');
       const input = await readJsonBody(request);
@@ -80,12 +84,13 @@ export function adminListener(deps: AdminDeps) {
     if (method !== 'GET' && method !== 'HEAD') throw new HttpError(405, `${method} is not served under ${ADMIN_PATH}`);
     if (rest === 'api/sessions/events') {
       const limit = Math.min(Math.max(Number(url.searchParams.get('limit')) || 50, 1), 1000);
-      return eventResponse(followSessionList(deps.table(), deps.store, limit));
+      return eventResponse(followSessionList(deps.table(), deps.store, limit, (owner) => sees(user, owner)));
     }
     const follow = /^api\/sessions\/([A-Za-z0-9._:-]{1,128})\/events$/.exec(rest);
     if (follow) {
       const id = follow[1]!;
-      if (!(await deps.store.get(id))) throw new HttpError(404, `session ${JSON.stringify(id)} not found`);
+      const header = await deps.store.header(id);
+      if (!header || !sees(user, header.user)) throw new HttpError(404, `session ${JSON.stringify(id)} not found`);
       const from = Math.max(0, Math.floor(Number(url.searchParams.get('from')) || 0));
       return eventResponse(followSession(deps.table(), deps.store, id, from, deps.liveTable?.()));
     }

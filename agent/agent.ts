@@ -49,6 +49,12 @@ export interface AgentConfig {
   contextWindowTokens?: number;
   fetchAllow?: string[];
   allowOperations?: string[];
+  /** Harper roles besides super_user that may use the agent (agent/access.ts). */
+  roles?: string[];
+  /** Per tool allow/ask/deny (or readOnly), by role name or "*" (agent/toolPolicy.ts). */
+  toolPolicy?: Record<string, 'readOnly' | Record<string, 'allow' | 'ask' | 'deny'>>;
+  /** File scopes by role name (agent/access.ts). */
+  roleScopes?: Record<string, ('components' | 'logs' | 'config')[]>;
   systemPromptAppend?: string;
   user?: string;
   stream: boolean;
@@ -217,10 +223,10 @@ export function boundsText(key: string): string {
   const p = CONFIG_SCHEMA.properties[key];
   if (!p) return '';
   if (p.enum) return `one of ${p.enum.join(', ')}`;
-  if (p.type === 'array') return `up to ${p.maxItems} ${p.items?.pattern === '^[a-z_]+$' ? 'operation names' : 'http(s) origins'}`;
+  if (p.type === 'array') return `up to ${p.maxItems} ${p.items?.pattern === '^[a-z_]+$' ? 'operation names' : p.items?.pattern === '^[A-Za-z0-9_.-]+$' ? 'role names' : 'http(s) origins'}`;
   if (p.type === 'boolean') return 'true or false';
   if (p.type === 'integer' || p.type === 'number') return `${number(p.minimum!)} to ${number(p.maximum!)}`;
-  if (p.type === 'object') return `up to ${p.maxProperties} models`;
+  if (p.type === 'object') return `up to ${p.maxProperties} ${key === 'roleScopes' || key === 'toolPolicy' ? 'roles' : 'models'}`;
   if (p.pattern === '^https?://') return 'an http:// or https:// URL';
   if (p.maxLength !== undefined) return `${p.minLength ? `${number(p.minLength)} to ` : 'up to '}${number(p.maxLength)} characters`;
   return 'not empty';

@@ -21,7 +21,7 @@ import { Followups, type FollowupTable } from './followups.js';
 import { hostEnvironment } from './environment.js';
 import { serveThreadProbes, workerIndex } from './threadProbe.js';
 import { EXPIRY_INTERVAL_MS, Lifecycle } from './lifecycle.js';
-import { createOperations, type OperationsDeps } from './operations.js';
+import { createOperations, type OperationsDeps, type User } from './operations.js';
 import { endEventStreams, type SubscribableTable } from './sessionFeed.js';
 import { SessionStore, type SessionTable, type ThreadLock } from './session.js';
 import { inWriteOrder, type StampableTable } from './writeOrder.js';
@@ -96,6 +96,7 @@ const deps: OperationsDeps = {
   scopes,
   databases,
   operationsAs: operationsAs(server),
+  userOf: async (name) => (await Promise.resolve(server.getUser(name, null)).catch(() => undefined)) as User | undefined,
   ownOrigins: [harper.http?.port, port].filter(Boolean).flatMap((p) => [`http://127.0.0.1:${p}`, `http://localhost:${p}`]),
   limits: new ContextLimits(() => agentTable('AgentContextLimit') as LimitTable | undefined),
   calls,
@@ -139,7 +140,7 @@ function afterReady(ops: ReturnType<typeof createOperations>): ReturnType<typeof
 server.http(operationsListener(operations, (m) => logger.error(m)), { port, securePort });
 
 // The agent over MCP, on Harper's HTTP port (before the admin page, which answers everything else under /agent/).
-server.http(mcpListener({ operations, version: PACKAGE.version, log: (m) => logger.error(m) }));
+server.http(mcpListener({ operations, version: PACKAGE.version, log: (m) => logger.error(m), config: () => configs.current() }));
 
 // The admin page on Harper's HTTP port; on the operations port too, where the CLI follows a run's events.
 const admin = adminListener({
@@ -148,6 +149,7 @@ const admin = adminListener({
   table: () => sessionTable() as unknown as SubscribableTable,
   liveTable: () => databases.agent!.AgentLiveText as unknown as SubscribableTable,
   pageDir: path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../admin'),
+  config: () => configs.current(),
   log: (m) => logger.error(m),
 });
 server.http(admin);

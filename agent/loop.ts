@@ -2,6 +2,8 @@
 // observation through capObservation, every session change through the store's locked mutator (guarded by the
 // run's token, so nothing is written once a run is cancelled). A turn's request and call are agent/turn.ts's; the
 // run registry is agent/runs.ts's; follow-ups fire in agent/followupFiring.ts.
+import { deniedMessage, policyOf } from './toolPolicy.js';
+import { scopesFor } from './access.js';
 import { randomUUID } from 'node:crypto';
 import { errorInfo } from '../resources/models/agentLoop.js';
 import { isAbortError } from '../resources/models/backendHelpers.js';
@@ -137,8 +139,11 @@ async function runSession(deps: LoopDeps, id: string, guard: RunGuard, signal: A
   try {
     let session = (await deps.store.get(id))!;
     const req = await turnRequest(deps, config, session.user, guard, signal);
-    // A result (so a page) sized for the window: agent.maxToolResultBytes, or less for a small window.
-    const ctx: ToolContext = { scopes: deps.scopes, maxResultBytes: req.config.maxToolResultBytes, signal, databases: deps.databases, fetchAllow: config.fetchAllow ?? deps.ownOrigins ?? [], allowOperations: config.allowOperations ?? [] };
+    // A result (so a page) sized for the window: agent.maxToolResultBytes, or less for a small window. The file scopes
+    // the session's user's role opens (agent/access.ts).
+    const owner = session.user ? await deps.userOf?.(session.user) : undefined;
+    const role = owner?.role?.role;
+    const ctx: ToolContext = { scopes: scopesFor(deps.scopes, config, owner), maxResultBytes: req.config.maxToolResultBytes, signal, databases: deps.databases, fetchAllow: config.fetchAllow ?? deps.ownOrigins ?? [], allowOperations: config.allowOperations ?? [] };
     // Harper's operations run as agent.user when it is set, else as the user who owns the session, with that user's
     // permissions; no user, no operations.
     const actingUser = config.user ?? session.user;
@@ -160,8 +165,12 @@ async function runSession(deps: LoopDeps, id: string, guard: RunGuard, signal: A
       if (pending.length > 0) {
         for (const call of pending) {
           const tool = deps.tools.get(call.name);
+          const policy = tool ? policyOf(config, role, tool, call.arguments) : 'allow';
           let observation: ToolMessage;
-          if (resume?.toolCallId === call.id) {
+          if (policy === 'deny') {
+            // Not offered (runShape); a call to it anyway is refused, the operator never asked.
+            observation = capObservation(call, { error: deniedMessage(call.name, role) }, true, ctx.maxResultBytes);
+          } else if (resume?.toolCallId === call.id) {
             observation = resume.approved
               ? await invokeTool(deps.tools, call, ctx)
               : capObservation(call, { error: `the operator denied ${call.name}; do not retry it unless asked` }, true, ctx.maxResultBytes);
@@ -169,7 +178,7 @@ async function runSession(deps: LoopDeps, id: string, guard: RunGuard, signal: A
           } else if (isDestructive(tool, call.arguments) && tool!.refuse?.(call.arguments, ctx)) {
             // Refused before any approval is asked for: the operator is not asked about what could never run.
             observation = capObservation(call, { error: tool!.refuse!(call.arguments, ctx) }, true, ctx.maxResultBytes);
-          } else if (isDestructive(tool, call.arguments) && !config.autoApprove) {
+          } else if (policy === 'ask' && !session.approvedTools?.includes(call.name)) {
             await deps.store.mutate(
               id,
               (s) => {

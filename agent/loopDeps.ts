@@ -1,4 +1,5 @@
 // What a run needs from its host (the store, tools, scopes, config, logs), and the error a run ends with for the operator.
+import type { User } from './operations.js';
 import type { ContextLimits } from './contextBudget.js';
 import type { HostEnvironment } from './environment.js';
 import type { Followups } from './followups.js';
@@ -20,6 +21,8 @@ export interface LoopDeps {
   databases?: Record<string, unknown>;
   /** Runs Harper operations as a user (absent in unit tests that need no operation tools). */
   operationsAs?: (username: string) => (body: Record<string, unknown>) => Promise<unknown>;
+  /** Harper's user of that name (its role decides the run's file scopes: agent/access.ts); absent: every scope. */
+  userOf?: (username: string) => Promise<User | undefined>;
   /** This Harper's own HTTP and operations origins on loopback: what http_fetch may reach when agent.fetchAllow is unset. */
   ownOrigins?: string[];
   /** What provider rejections taught about context limits (pre-flight budget). */

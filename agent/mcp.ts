@@ -6,6 +6,8 @@ import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { CallToolRequestSchema, ListToolsRequestSchema, type Tool } from '@modelcontextprotocol/sdk/types.js';
 import { json, runOperation, viaOf, type HarperRequest, type Operations } from './http.js';
+import { mayUse } from './access.js';
+import type { AgentConfig } from './agent.js';
 
 export const MCP_PATH = '/agent/mcp';
 
@@ -46,7 +48,7 @@ export function agentMcpTools(operations: Operations): Tool[] {
   });
 }
 
-export function mcpListener(deps: { operations: Operations; version: string; log(message: string): void }) {
+export function mcpListener(deps: { operations: Operations; version: string; log(message: string): void; config(): Pick<AgentConfig, 'roles'> }) {
   const tools = agentMcpTools(deps.operations);
   return async (request: HarperRequest, next: (request: HarperRequest) => unknown) => {
     if (new URL(request.url ?? '/', 'http://harper').pathname !== MCP_PATH) return next(request);
@@ -55,7 +57,7 @@ export function mcpListener(deps: { operations: Operations; version: string; log
     if (!request._nodeRequest || !request._nodeResponse) return json(500, { error: 'this Harper gives listeners no node request' });
     const user = request.user;
     // The same rule as the operations: listed only to a user whose role may call them.
-    const mayCall = user.role?.permission?.super_user === true;
+    const mayCall = mayUse(user, deps.config());
     const server = new Server({ name: 'harper-agent', version: deps.version }, { capabilities: { tools: {} } });
     server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: mayCall ? tools : [] }));
     server.setRequestHandler(CallToolRequestSchema, async (call) => {

@@ -1,5 +1,6 @@
 // One model call: the run's backend (metered), the request the context module builds, the spending limits' pre-check,
 // the silent-overflow check, and the call's records in the model-call log whatever the outcome.
+import { policyOf } from './toolPolicy.js';
 import { randomUUID } from 'node:crypto';
 import { errorInfo } from '../resources/models/agentLoop.js';
 import { isAbortError, isModelError, ModelError, providerErrors } from '../resources/models/backendHelpers.js';
@@ -59,13 +60,16 @@ export interface RunShape {
  * estimate and preview_agent_request take it from. `ask` lets the server be asked for its window (a run passes its
  * backend's); without it what is kept or configured decides.
  */
-export async function runShape(deps: Pick<LoopDeps, 'operationsAs' | 'databases' | 'followups' | 'tools' | 'environment' | 'limits'>, config: AgentConfig, t: ModelTarget, owner: string | null | undefined, ask?: () => Promise<ReportedWindow | undefined>): Promise<RunShape> {
+export async function runShape(deps: Pick<LoopDeps, 'operationsAs' | 'databases' | 'followups' | 'tools' | 'environment' | 'limits' | 'userOf'>, config: AgentConfig, t: ModelTarget, owner: string | null | undefined, ask?: () => Promise<ReportedWindow | undefined>): Promise<RunShape> {
   const counter = await counterFor(t.provider, t.model);
   const window = await windowOf(config, t, deps.limits, ask);
   const can = capabilities(deps, config, owner);
-  const fixed = (tier: ToolTier) => estimateTokens({ system: systemText({ config, environment: deps.environment, tier }), tools: deps.tools.specs(can, tier), messages: [] }, counter);
+  // A tool agent.toolPolicy denies the owner's role is not offered (agent/toolPolicy.ts).
+  const role = owner ? (await deps.userOf?.(owner))?.role?.role : undefined;
+  const offered = (tier: ToolTier) => deps.tools.specs(can, tier).filter((spec) => policyOf(config, role, deps.tools.get(spec.name)!) !== 'deny');
+  const fixed = (tier: ToolTier) => estimateTokens({ system: systemText({ config, environment: deps.environment, tier }), tools: offered(tier), messages: [] }, counter);
   const fit = fitToWindow(config, window?.tokens, fixed);
-  return { ...fit, tools: deps.tools.specs(can, fit.tier), counter };
+  return { ...fit, tools: offered(fit.tier), counter };
 }
 
 /**
@@ -123,6 +127,8 @@ export type CallPurpose = 'turn' | 'compaction';
  */
 export async function callModel(deps: LoopDeps, session: Session, req: TurnRequest, input: GenerateInput, estimate: number, purpose: CallPurpose = 'turn'): Promise<GenerateOutput> {
   const id = session.session_id;
+  // A run cancelled while it prepared this call sends nothing (a backend may not look at a signal already aborted).
+  req.signal.throwIfAborted();
   const live = req.config.stream && deps.publishLive && purpose === 'turn' ? new LiveWriter((event) => deps.publishLive!(id, event), randomUUID(), session.messages.length) : undefined;
   const onEvent = live?.onEvent ?? (req.config.stream ? () => undefined : undefined);
   req.meter.take(); // only this call's requests are its records

@@ -1,5 +1,6 @@
 // The agent's operations, answered on Harper's operations API (agent/http.ts routes them here). Each is its input
 // schema and its handler; errors carry the HTTP status the operator gets.
+import { authorize, isSuperUser, sees } from './access.js';
 import AjvModule from 'ajv';
 import { threadId } from 'node:worker_threads';
 import { buildRequest, cacheMarksFor, describeRequest, withWorkingSet } from './context/request.js';
@@ -65,7 +66,8 @@ export interface OperationsDeps extends LoopDeps {
 
 export interface User {
   username?: string;
-  role?: { permission?: { super_user?: boolean } };
+  /** Harper's role: its name, and whether it is a super_user (agent/access.ts). */
+  role?: { role?: string; permission?: { super_user?: boolean } };
 }
 
 /** Largest agent_prompt message, in UTF-8 bytes. */
@@ -85,18 +87,26 @@ function object(properties: Record<string, unknown>, required: string[] = []) {
 export function createOperations(deps: OperationsDeps): Record<string, Operation> {
   const { store } = deps;
   const node = deps.cluster?.node ?? null;
-  const found = <T>(s: T | undefined, id: string): T => {
-    if (!s) throw new HttpError(404, `session ${JSON.stringify(id)} not found`);
+  // Another user's session is not found, exactly as an unknown one (agent/access.ts): no existence leak.
+  const found = <T extends { user: string | null }>(user: User, s: T | undefined, id: string): T => {
+    if (!s || !sees(user, s.user)) throw new HttpError(404, `session ${JSON.stringify(id)} not found`);
     return s;
   };
-  const mustGet = async (id: string) => found(await store.get(id), id);
+  const mustGet = async (user: User, id: string) => found(user, await store.get(id), id);
   /** The session's row only (no transcript), or 404. */
-  const mustGetHeader = async (id: string) => found(await store.header(id), id);
+  const mustGetHeader = async (user: User, id: string) => found(user, await store.header(id), id);
   /** A session another node owns is run, cancelled and approved there: the operation goes to that node. */
   const ownedElsewhere = (s: SessionHeader) => !!deps.cluster && !!s.node && s.node !== node;
   const lifecycle = deps.lifecycle ?? new Lifecycle(store, deps.calls, deps.followups, deps.log);
+  /** Records of sessions `user` sees (all, for a super_user): each session's owner read once. */
+  const ownedOnly = async <T extends { session_id: string }>(user: User, records: T[]): Promise<T[]> => {
+    if (isSuperUser(user)) return records;
+    const owners = new Map<string, string | null | undefined>();
+    for (const r of records) if (!owners.has(r.session_id)) owners.set(r.session_id, (await store.header(r.session_id))?.user);
+    return records.filter((r) => { const owner = owners.get(r.session_id); return owner !== undefined && sees(user, owner); });
+  };
 
-  return {
+  const operations: Record<string, Operation> = {
     agent_prompt: {
       schema: object({ message: { type: 'string', minLength: 1 }, session_id: sessionId }, ['message']),
       async handle(input, user, via = {}) {
@@ -110,7 +120,7 @@ export function createOperations(deps: OperationsDeps): Record<string, Operation
           throw new HttpError(503, `agent.provider ${JSON.stringify(config.provider)} is not registered (available: ${Models.providers().join(', ')}); set agent.provider with set_agent_config`);
         }
         if (input.session_id !== undefined) {
-          const existing = await mustGetHeader(input.session_id as string);
+          const existing = await mustGetHeader(user, input.session_id as string);
           if (ownedElsewhere(existing)) return deps.cluster!.forward(existing.node!, input, via);
         }
         const id = (input.session_id as string | undefined) ?? (await store.create({ user: user.username ?? null, provider: config.provider, model: config.model ?? registration.defaultModel })).session_id;
@@ -141,8 +151,8 @@ export function createOperations(deps: OperationsDeps): Record<string, Operation
 
     get_agent_session: {
       schema: object({ session_id: sessionId }, ['session_id']),
-      async handle(input, _user, via = {}) {
-        const s = await mustGet(input.session_id as string);
+      async handle(input, user, via = {}) {
+        const s = await mustGet(user, input.session_id as string);
         // A copy replication has not caught up with is read from the node that owns the session (when it answers).
         if (s.behind && ownedElsewhere(s)) {
           const owned = await deps.cluster!.forward(s.node!, input, via).catch(() => undefined);
@@ -168,7 +178,7 @@ export function createOperations(deps: OperationsDeps): Record<string, Operation
       // stable prefix ends, what is cut, and the request itself.
       schema: object({ session_id: sessionId, message: { type: 'string', minLength: 1 } }, []),
       async handle(input, user) {
-        const s = input.session_id === undefined ? null : await mustGet(input.session_id as string);
+        const s = input.session_id === undefined ? null : await mustGet(user, input.session_id as string);
         const provider = deps.config().provider;
         const model = deps.config().model ?? Models.get(provider)?.defaultModel ?? s?.model ?? '';
         const target = { provider, baseUrl: deps.config().baseUrl, model };
@@ -213,13 +223,14 @@ export function createOperations(deps: OperationsDeps): Record<string, Operation
         user: { type: 'string', minLength: 1, maxLength: 256 },
         title: { type: 'string', minLength: 1, maxLength: 256 },
       }),
-      async handle(input) {
+      async handle(input, user) {
         const limit = (input.limit as number | undefined) ?? 50;
         const after = readCursor(input.cursor);
         const title = (input.title as string | undefined)?.toLowerCase();
         const matches = (s: SessionHeader) =>
           (!input.status || s.status === input.status) &&
           (!input.user || s.user === input.user) &&
+          sees(user, s.user) &&
           (!title || (s.title ?? '').toLowerCase().includes(title)) &&
           (!after || s.updatedAt < after.at || (s.updatedAt === after.at && s.session_id > after.id));
         const found = (await store.list(Number.MAX_SAFE_INTEGER, matches)).slice(0, limit + 1);
@@ -233,9 +244,9 @@ export function createOperations(deps: OperationsDeps): Record<string, Operation
       // The session and everything of it (messages, model calls, follow-ups, approvals), on the node that owns it, in a
       // step a crash cannot leave half done (agent/lifecycle.ts). A running session is refused: cancel it first.
       schema: object({ session_id: sessionId }, ['session_id']),
-      async handle(input, _user, via = {}) {
+      async handle(input, user, via = {}) {
         const id = input.session_id as string;
-        const existing = await mustGetHeader(id);
+        const existing = await mustGetHeader(user, id);
         if (ownedElsewhere(existing)) return deps.cluster!.forward(existing.node!, input, via);
         try {
           const deleted = await lifecycle.deleteSession(id, (s) => {
@@ -263,8 +274,8 @@ export function createOperations(deps: OperationsDeps): Record<string, Operation
       // The whole transcript (cut marks, compaction summaries, follow-up prompts), pending approvals, follow-ups and the
       // model-call totals, as Markdown (default) or JSON, streamed message by message.
       schema: object({ session_id: sessionId, format: { type: 'string', enum: EXPORT_FORMATS } }, ['session_id']),
-      async handle(input) {
-        const header = await mustGetHeader(input.session_id as string);
+      async handle(input, user) {
+        const header = await mustGetHeader(user, input.session_id as string);
         const parts = {
           header,
           messages: store.messages(header.session_id, header.messageCount),
@@ -279,9 +290,9 @@ export function createOperations(deps: OperationsDeps): Record<string, Operation
 
     cancel_agent_run: {
       schema: object({ session_id: sessionId }, ['session_id']),
-      async handle(input, _user, via = {}) {
+      async handle(input, user, via = {}) {
         const id = input.session_id as string;
-        const existing = await mustGetHeader(id);
+        const existing = await mustGetHeader(user, id);
         if (ownedElsewhere(existing)) return deps.cluster!.forward(existing.node!, input, via);
         let followupsCancelled = 0;
         const session = await store.mutate(id, async (s) => {
@@ -300,10 +311,11 @@ export function createOperations(deps: OperationsDeps): Record<string, Operation
     },
 
     approve_agent_action: {
-      schema: object({ session_id: sessionId, approval_id: { type: 'string', minLength: 1, maxLength: 128 }, approved: { type: 'boolean' } }, ['session_id', 'approval_id', 'approved']),
-      async handle(input, _user, via = {}) {
+      // forSession: the tool is approved for the rest of the session too (agent/toolPolicy.ts: its later calls run).
+      schema: object({ session_id: sessionId, approval_id: { type: 'string', minLength: 1, maxLength: 128 }, approved: { type: 'boolean' }, forSession: { type: 'boolean' } }, ['session_id', 'approval_id', 'approved']),
+      async handle(input, user, via = {}) {
         const id = input.session_id as string;
-        const existing = await mustGetHeader(id);
+        const existing = await mustGetHeader(user, id);
         if (ownedElsewhere(existing)) return deps.cluster!.forward(existing.node!, input, via);
         const runner = newRunner(node);
         let toolCallId = '';
@@ -312,12 +324,13 @@ export function createOperations(deps: OperationsDeps): Record<string, Operation
           const pending = s.pendingApprovals.find((p) => p.approval_id === input.approval_id);
           if (!pending) throw new HttpError(404, `approval ${JSON.stringify(input.approval_id)} is not pending on session ${id}`);
           toolCallId = pending.toolCallId;
+          if (input.approved === true && input.forSession === true) s.approvedTools = [...new Set([...(s.approvedTools ?? []), pending.name])];
           s.pendingApprovals = s.pendingApprovals.filter((p) => p !== pending);
           s.status = 'running';
           s.runner = runner;
         });
         startRun(deps, id, runner, { toolCallId, approved: input.approved as boolean }, session.updatedAt);
-        return { session_id: id, status: 'running', approved: input.approved, messageIndex: session.messageCount };
+        return { session_id: id, status: 'running', approved: input.approved, ...(input.forSession === true && input.approved === true ? { approvedTools: session.approvedTools ?? [] } : {}), messageIndex: session.messageCount };
       },
     },
 
@@ -328,9 +341,9 @@ export function createOperations(deps: OperationsDeps): Record<string, Operation
       // long as the model does); with `wait: true`, once it is stored, with the record.
       // `instructions`: what the summary must keep in focus (the operator's words, passed to the summary call).
       schema: object({ session_id: sessionId, instructions: { type: 'string', minLength: 1, maxLength: 2000 }, wait: { type: 'boolean' } }, ['session_id']),
-      async handle(input, _user, via = {}) {
+      async handle(input, user, via = {}) {
         const id = input.session_id as string;
-        const existing = await mustGet(id);
+        const existing = await mustGet(user, id);
         if (ownedElsewhere(existing)) return deps.cluster!.forward(existing.node!, input, via);
         if (!planCompaction(existing.messages, 0, true)) throw new HttpError(409, `session ${id} has nothing to compact${existing.messageCount ? ' since its last compaction' : ''}`);
         await deps.refreshConfig?.();
@@ -348,7 +361,7 @@ export function createOperations(deps: OperationsDeps): Record<string, Operation
         const started = startCompaction(deps, id, runner, accepted.updatedAt, before, input.instructions as string | undefined);
         if (input.wait !== true) return { session_id: id, status: 'running', messageIndex: accepted.messageCount, node: accepted.node };
         await started.done;
-        const s = await mustGet(id);
+        const s = await mustGet(user, id);
         const c = newestCompaction(s.messages);
         return { session_id: id, status: s.status, lastError: s.lastError, compaction: c >= accepted.messageCount ? messageView(s.messages[c]!, c) : null };
       },
@@ -357,9 +370,11 @@ export function createOperations(deps: OperationsDeps): Record<string, Operation
     list_agent_followups: {
       // Follow-ups the model scheduled (schedule_followup), soonest first: pending, fired and cancelled.
       schema: object({ session_id: sessionId, status: { type: 'string', enum: ['pending', 'fired', 'cancelled'] } }),
-      async handle(input) {
+      async handle(input, user) {
         if (!deps.followups) throw new HttpError(503, 'follow-ups are not available on this node');
-        return { followups: await deps.followups.list({ session_id: input.session_id as string | undefined, status: input.status as FollowupStatus | undefined }) };
+        if (input.session_id !== undefined) await mustGetHeader(user, input.session_id as string);
+        const listed = await deps.followups.list({ session_id: input.session_id as string | undefined, status: input.status as FollowupStatus | undefined });
+        return { followups: await ownedOnly(user, listed) };
       },
     },
 
@@ -367,12 +382,12 @@ export function createOperations(deps: OperationsDeps): Record<string, Operation
       // Cancels a pending follow-up on the node that owns its session (the one that would fire it), under the
       // session's lock, so it is either fired already (409) or never fires.
       schema: object({ followup_id: { type: 'string', minLength: 1, maxLength: 128, pattern: '^[A-Za-z0-9._:-]+$' } }, ['followup_id']),
-      async handle(input, _user, via = {}) {
+      async handle(input, user, via = {}) {
         const followups = deps.followups;
         if (!followups) throw new HttpError(503, 'follow-ups are not available on this node');
         const fid = input.followup_id as string;
         const f = await followups.get(fid);
-        if (!f) throw new HttpError(404, `follow-up ${JSON.stringify(fid)} not found`);
+        if (!f || (await ownedOnly(user, [f])).length === 0) throw new HttpError(404, `follow-up ${JSON.stringify(fid)} not found`);
         if (deps.cluster && f.node && f.node !== node) return deps.cluster.forward(f.node, input, via);
         return store.underLock(f.session_id, async () => {
           const current = (await followups.get(fid))!;
@@ -405,16 +420,18 @@ export function createOperations(deps: OperationsDeps): Record<string, Operation
       // The model-call log: one record per provider request (retries included), oldest first, with totals. For one
       // session (404 when there is no such session), or the newest `limit` records of every session.
       schema: object({ session_id: sessionId, limit: { type: 'integer', minimum: 1, maximum: 10000 }, cursor: { type: 'string', minLength: 1, maxLength: 512 } }),
-      async handle(input) {
+      async handle(input, user) {
         const id = input.session_id as string | undefined;
         const limit = (input.limit as number | undefined) ?? 1000;
         if (id === undefined) {
           // Every session's: newest first, one page read from the `at` index (bounded), totals of the page.
           const page = (await deps.calls?.page(limit, readCursor(input.cursor))) ?? { calls: [], next: null };
-          return { calls: page.calls, totals: totals(page.calls), nextCursor: page.next ? cursorOf(page.next.at, page.next.id) : null };
+          // Someone else's calls are left out of the page (the cursor still walks the whole log).
+          const calls = await ownedOnly(user, page.calls);
+          return { calls, totals: totals(calls), nextCursor: page.next ? cursorOf(page.next.at, page.next.id) : null };
         }
         if (input.cursor !== undefined) throw new HttpError(400, 'cursor pages the log of every session; a session_id answers its calls whole');
-        await mustGetHeader(id);
+        await mustGetHeader(user, id);
         const all = (await deps.calls?.list({ session_id: id })) ?? [];
         return { calls: all.slice(-limit), totals: totals(all) };
       },
@@ -431,7 +448,7 @@ export function createOperations(deps: OperationsDeps): Record<string, Operation
     forget_agent_context_limits: {
       // Forgets them (all, or the keys named): the next run asks the server again and learns afresh.
       schema: object({ keys: { type: 'array', items: { type: 'string', minLength: 1 }, minItems: 1, maxItems: 1000 } }),
-      async handle(input) {
+      async handle(input, user) {
         return { forgotten: (await deps.limits?.forget(input.keys as string[] | undefined)) ?? [] };
       },
     },
@@ -461,6 +478,13 @@ export function createOperations(deps: OperationsDeps): Record<string, Operation
       },
     },
   };
+  // Every operation checks who calls it first (agent/access.ts): agent.roles, and the admin operations for a
+  // super_user only. A forwarded request is checked again on the owner, with the caller's own credentials.
+  for (const [name, op] of Object.entries(operations)) {
+    const handle = op.handle;
+    op.handle = async (input, user, via) => handle(input, authorize(user, name, deps.config()), via);
+  }
+  return operations;
 }
 
 const ajv = new Ajv({ allErrors: false, strict: false });

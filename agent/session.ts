@@ -23,6 +23,8 @@ export interface SessionHeader {
   user: string | null;
   status: SessionStatus;
   pendingApprovals: PendingApproval[];
+  /** Tools approved for the rest of the session (approve_agent_action with forSession): they no longer pause. */
+  approvedTools?: string[];
   provider: string;
   model: string | null;
   createdAt: number;
@@ -198,6 +200,7 @@ export function toHeader(record: unknown): SessionHeader | undefined {
     user: (r.user as string) ?? null,
     status: (r.status as SessionStatus) ?? 'idle',
     pendingApprovals: Array.isArray(r.pendingApprovals) ? Array.from(r.pendingApprovals as Record<string, any>[], plainApproval) : [],
+    ...(Array.isArray(r.approvedTools) && r.approvedTools.length ? { approvedTools: Array.from(r.approvedTools as string[], String) } : {}),
     provider: String(r.provider ?? 'local'),
     model: (r.model as string) ?? null,
     createdAt: millis(r.createdAt),

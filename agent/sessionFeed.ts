@@ -280,15 +280,21 @@ export function followSession(table: SubscribableTable, store: SessionStore, id:
 }
 
 /** Every session, live: a `sessions` event with the newest `limit` summaries, then a `session` event per write. */
-export function followSessionList(table: SubscribableTable, store: SessionStore, limit: number): Readable {
+export function followSessionList(table: SubscribableTable, store: SessionStore, limit: number, sees: (owner: string | null) => boolean = () => true): Readable {
   return eventStream(async (send) => {
+    // Only sessions the follower sees (agent/access.ts): a delete is sent for one it was shown.
+    const shown = new Set<string>();
     const queue = await table.subscribe({ isCollection: true, omitCurrent: true });
     queue.on('data', (event) => {
       const s = event.type === 'delete' ? undefined : toHeader(event.value);
-      if (s) send('session', sessionSummary(s));
-      else if (event.id !== undefined) send('deleted', { session_id: String(event.id) });
+      if (s && sees(s.user)) {
+        shown.add(s.session_id);
+        send('session', sessionSummary(s));
+      } else if (!s && event.id !== undefined && shown.delete(String(event.id))) send('deleted', { session_id: String(event.id) });
     });
-    send('sessions', (await store.list(limit)).map(sessionSummary));
+    const first = (await store.list(limit, (s) => sees(s.user))).map(sessionSummary);
+    for (const s of first) shown.add(s.session_id);
+    send('sessions', first);
     return () => queue.emit('close');
   });
 }

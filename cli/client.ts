@@ -60,7 +60,7 @@ export function httpFailure(status: number, error: string, connection: Connectio
     case 401:
       return new CliError(EXIT.auth, `401 Unauthorized: Harper rejected ${connection.username ? `the credentials of ${connection.username}` : 'a request without credentials'} (${error}). Pass --user and --password (or HARPER_AGENT_USER and HARPER_AGENT_PASSWORD).`);
     case 403:
-      return new CliError(EXIT.auth, `403 Forbidden: ${error}. Use a user with the super_user role.`);
+      return new CliError(EXIT.auth, `403 Forbidden: ${error}. Use a user with the super_user role, or one whose role agent.roles names.`);
     case 404:
       return new CliError(EXIT.notFound, `404 Not Found: ${error}.${/session/.test(error) ? ' `harper-agent sessions` lists the sessions.' : ''}`);
     case 409:

@@ -282,7 +282,7 @@ describe('the admin page in headless Chromium', function () {
       const other = await reader.newPage();
       const response = await other.goto(`${suite.h.harper.httpUrl}agent/`);
       expect(response!.status()).to.equal(403);
-      expect(JSON.parse(await other.locator('body').textContent() as string)).to.deep.equal({ error: 'the agent admin page needs a super_user role' });
+      expect(JSON.parse(await other.locator('body').textContent() as string)).to.deep.equal({ error: 'the agent admin page needs a super_user role or a role named in agent.roles (the role page_reader is not)' });
       const api = await reader.request.post(`${suite.h.harper.httpUrl}agent/api/operation`, { data: { operation: 'list_agent_sessions' } });
       expect(api.status()).to.equal(403);
     } finally {

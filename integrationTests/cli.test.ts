@@ -222,7 +222,7 @@ describe('harper-agent CLI against a real Harper', function () {
     expect(user.status, JSON.stringify(user.body)).to.equal(200);
     const forbidden = await runCli(['sessions'], { HARPER_AGENT_USER: 'cli_reader', HARPER_AGENT_PASSWORD: 'reader-pass' });
     expect(forbidden.code).to.equal(4);
-    expect(forbidden.stderr).to.equal('harper-agent: 403 Forbidden: list_agent_sessions needs a super_user role. Use a user with the super_user role.\n');
+    expect(forbidden.stderr).to.equal('harper-agent: 403 Forbidden: list_agent_sessions needs a super_user role or a role named in agent.roles (the role cli_reader is not). Use a user with the super_user role, or one whose role agent.roles names.\n');
 
     const missing = await runCli(['show', 'no-such-session']);
     expect(missing.code).to.equal(5);

@@ -72,9 +72,9 @@ describe('the agent over MCP (/agent/mcp), with the SDK client', function () {
       expect((await reader.listTools()).tools).to.deep.equal([]);
       const refused = await reader.callTool({ name: 'agent_prompt', arguments: { message: 'hello' } });
       expect(refused.isError).to.equal(true);
-      expect(JSON.parse(text(refused))).to.deep.equal({ status: 403, error: 'agent_prompt needs a super_user role' });
+      expect(JSON.parse(text(refused))).to.deep.equal({ status: 403, error: 'agent_prompt needs a super_user role or a role named in agent.roles (the role mcp_reader is not)' });
       const direct = await h.op({ operation: 'agent_prompt', message: 'hello' }, { username: 'mcp_reader', password: 'reader-pass' });
-      expect(direct).to.deep.equal({ status: 403, body: { error: 'agent_prompt needs a super_user role' } });
+      expect(direct).to.deep.equal({ status: 403, body: { error: 'agent_prompt needs a super_user role or a role named in agent.roles (the role mcp_reader is not)' } });
     } finally {
       await reader.close();
     }

@@ -89,7 +89,7 @@ describe('the agent on a real Harper host', function () {
     expect((await h.op({ operation: 'add_role', role: 'agent_reader', permission: { super_user: false } })).status).to.equal(200);
     expect((await h.op({ operation: 'add_user', role: 'agent_reader', username: 'reader', password: 'reader-pass', active: true })).status).to.equal(200);
     const r = await h.op({ operation: 'list_agent_sessions' }, { username: 'reader', password: 'reader-pass' });
-    expect(r).to.deep.equal({ status: 403, body: { error: 'list_agent_sessions needs a super_user role' } });
+    expect(r).to.deep.equal({ status: 403, body: { error: 'list_agent_sessions needs a super_user role or a role named in agent.roles (the role agent_reader is not)' } });
     const wrong = await h.op({ operation: 'list_agent_sessions' }, { username: 'admin', password: 'wrong' });
     expect(wrong.status).to.equal(401);
   });

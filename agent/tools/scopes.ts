@@ -15,6 +15,8 @@ export interface Scopes {
   config: string;
   /** Harper's root path: its keys/ and ssh/ directories are never served. */
   rootPath: string;
+  /** Scopes this run may not open, each with the reason the model is told (agent/access.ts: by the user's role). */
+  closed?: Partial<Record<ScopeName, string>>;
 }
 
 export interface ResolvedPath {
@@ -94,6 +96,8 @@ export async function resolveScoped(
     throw new ToolError(`root must be one of ${SCOPE_NAMES.join(', ')}`);
   }
   const scope = root as ScopeName;
+  const closed = scopes.closed?.[scope];
+  if (closed) throw new ToolError(closed);
   if (options.write && scope !== 'components') {
     throw new ToolError(`the ${scope} scope is read-only: only root "components" can be written`);
   }
@@ -195,6 +199,9 @@ const MAX_RESOLVED_READS = 256;
 
 /** Resolves and opens a file for reading (read_file, tail_file), reusing an earlier resolution of the same path. */
 export async function openScoped(scopes: Scopes, root: unknown, relative: unknown): Promise<OpenedFile> {
+  // Before the cache: a path another run resolved is still closed to this one.
+  const closed = typeof root === 'string' ? scopes.closed?.[root as ScopeName] : undefined;
+  if (closed) throw new ToolError(closed);
   const key = typeof root === 'string' && typeof relative === 'string' && SCOPE_NAMES.includes(root as ScopeName) ? [scopes.rootPath, root, scopes[root as ScopeName], relative].join('\0') : undefined;
   const known = key === undefined ? undefined : resolvedReads.get(key);
   if (known) {
