@@ -1,5 +1,7 @@
 // The component's entry, loaded by Harper (config.yaml jsResource): reads agent.* config, fixes the tool scopes,
 // registers the embedded backend, serves the agent's operations on the operations API port and the admin page at /agent/.
+import { ToolCallLog } from './toolCalls.js';
+import type { LogTable } from './recordLog.js';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -87,7 +89,8 @@ const store = new SessionStore({
 // Follow-ups this node owns fire here (one timer each; firing re-reads the row under the session's lock).
 const followups = new Followups(() => agentTable('AgentFollowup') as FollowupTable | undefined, node, (m) => logger.warn(m));
 const calls = new ModelCallLog(() => agentTable('AgentModelCall') as CallTable | undefined);
-const lifecycle = new Lifecycle(store, calls, followups, (m) => logger.info(m));
+const toolCalls = new ToolCallLog(() => agentTable('AgentToolCall') as LogTable | undefined);
+const lifecycle = new Lifecycle(store, calls, followups, (m) => logger.info(m), toolCalls);
 const deps: OperationsDeps = {
   store,
   followups,
@@ -100,6 +103,7 @@ const deps: OperationsDeps = {
   ownOrigins: [harper.http?.port, port].filter(Boolean).flatMap((p) => [`http://127.0.0.1:${p}`, `http://localhost:${p}`]),
   limits: new ContextLimits(() => agentTable('AgentContextLimit') as LimitTable | undefined),
   calls,
+  toolCalls,
   // Harper's publish: an audit-log entry every subscriber on every thread sees, the record itself untouched.
   publishLive: (id, event) => void (databases.agent!.AgentLiveText as unknown as { publish(id: string, message: unknown): unknown }).publish(id, event),
   config: () => configs.current(),

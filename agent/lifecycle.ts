@@ -2,6 +2,7 @@
 // calls, its follow-ups; its approvals live in its row), finished sessions and old model calls expire after the
 // retention the operator sets, and a session can be exported whole for an incident report. The store owns the
 // tables; this module owns what a delete and an expiry cover, and in what order.
+import type { ToolCallLog } from './toolCalls.js';
 import type { AgentConfig } from './agent.js';
 import type { Followups } from './followups.js';
 import type { ModelCallLog } from './modelCalls.js';
@@ -31,7 +32,8 @@ export class Lifecycle {
     private readonly store: SessionStore,
     private readonly calls?: ModelCallLog,
     private readonly followups?: Followups,
-    private readonly log: (message: string) => void = () => undefined
+    private readonly log: (message: string) => void = () => undefined,
+    private readonly toolCalls?: ToolCallLog
   ) {}
 
   /**
@@ -47,6 +49,7 @@ export class Lifecycle {
   private async finish(id: string): Promise<Deleted> {
     const followups = (await this.followups?.deleteSession(id)) ?? 0;
     const modelCalls = (await this.calls?.deleteSession(id)) ?? 0;
+    await this.toolCalls?.deleteSession(id);
     const messages = await this.store.purge(id);
     return { session_id: id, messages, modelCalls, followups };
   }
@@ -84,6 +87,8 @@ export class Lifecycle {
       }
     }
     if (config.retainModelCallsDays !== undefined && this.calls) out.oldModelCalls = await this.calls.expireBefore(now - config.retainModelCallsDays * DAY_MS);
+    // The audit is kept as long as the model-call log.
+    if (config.retainModelCallsDays !== undefined) await this.toolCalls?.expireBefore(now - config.retainModelCallsDays * DAY_MS);
     if (out.sessions || out.oldModelCalls) {
       this.log(
         `harper-agent: retention removed ${out.sessions} session(s) older than ${config.retainSessionsDays} day(s) (${out.messages} messages, ${out.modelCalls} model calls, ${out.followups} follow-ups) ` +

@@ -2,6 +2,7 @@
 // observation through capObservation, every session change through the store's locked mutator (guarded by the
 // run's token, so nothing is written once a run is cancelled). A turn's request and call are agent/turn.ts's; the
 // run registry is agent/runs.ts's; follow-ups fire in agent/followupFiring.ts.
+import { auditRecord, type Decision } from './toolCalls.js';
 import { deniedMessage, policyOf } from './toolPolicy.js';
 import { scopesFor } from './access.js';
 import { randomUUID } from 'node:crypto';
@@ -143,6 +144,9 @@ async function runSession(deps: LoopDeps, id: string, guard: RunGuard, signal: A
     // the session's user's role opens (agent/access.ts).
     const owner = session.user ? await deps.userOf?.(session.user) : undefined;
     const role = owner?.role?.role;
+    // Every settled call in the audit (agent/toolCalls.ts); a failed write is logged, never the run's end.
+    const audit = (call: ToolCall, decision: Decision, result?: ToolMessage) =>
+      deps.toolCalls?.record([auditRecord({ session_id: id, user: session.user, node: session.node }, call, decision, result)]).catch((error) => deps.log?.(`harper-agent: session ${id}: could not audit ${call.name}: ${errorInfo(error)}`));
     const ctx: ToolContext = { scopes: scopesFor(deps.scopes, config, owner), maxResultBytes: req.config.maxToolResultBytes, signal, databases: deps.databases, fetchAllow: config.fetchAllow ?? deps.ownOrigins ?? [], allowOperations: config.allowOperations ?? [] };
     // Harper's operations run as agent.user when it is set, else as the user who owns the session, with that user's
     // permissions; no user, no operations.
@@ -167,16 +171,20 @@ async function runSession(deps: LoopDeps, id: string, guard: RunGuard, signal: A
           const tool = deps.tools.get(call.name);
           const policy = tool ? policyOf(config, role, tool, call.arguments) : 'allow';
           let observation: ToolMessage;
+          let decision: Decision = 'allowed';
           if (policy === 'deny') {
+            decision = 'denied';
             // Not offered (runShape); a call to it anyway is refused, the operator never asked.
             observation = capObservation(call, { error: deniedMessage(call.name, role) }, true, ctx.maxResultBytes);
           } else if (resume?.toolCallId === call.id) {
+            decision = resume.approved ? 'approved' : 'rejected';
             observation = resume.approved
               ? await invokeTool(deps.tools, call, ctx)
               : capObservation(call, { error: `the operator denied ${call.name}; do not retry it unless asked` }, true, ctx.maxResultBytes);
             resume = undefined;
           } else if (isDestructive(tool, call.arguments) && tool!.refuse?.(call.arguments, ctx)) {
             // Refused before any approval is asked for: the operator is not asked about what could never run.
+            decision = 'refused';
             observation = capObservation(call, { error: tool!.refuse!(call.arguments, ctx) }, true, ctx.maxResultBytes);
           } else if (policy === 'ask' && !session.approvedTools?.includes(call.name)) {
             await deps.store.mutate(
@@ -188,6 +196,7 @@ async function runSession(deps: LoopDeps, id: string, guard: RunGuard, signal: A
               },
               guard
             );
+            await audit(call, 'asked');
             return;
           } else {
             const times = repeats(callsThisTurn(session.messages, call));
@@ -197,6 +206,7 @@ async function runSession(deps: LoopDeps, id: string, guard: RunGuard, signal: A
           }
           if (signal.aborted) return;
           await appendToRun(deps, session, [observation], guard);
+          await audit(call, decision, observation);
         }
         continue;
       }

@@ -1,4 +1,5 @@
 // What a run needs from its host (the store, tools, scopes, config, logs), and the error a run ends with for the operator.
+import type { ToolCallLog } from './toolCalls.js';
 import type { User } from './operations.js';
 import type { ContextLimits } from './contextBudget.js';
 import type { HostEnvironment } from './environment.js';
@@ -29,6 +30,8 @@ export interface LoopDeps {
   limits?: ContextLimits;
   /** The model-call log (AgentModelCall): one record per provider request; the spending limits read it. */
   calls?: ModelCallLog;
+  /** The audit of tool calls (agent/toolCalls.ts); absent, nothing is audited. */
+  toolCalls?: ToolCallLog;
   /** Shows a streaming call's pieces to the session's followers (AgentLiveText's publish); never stored. */
   publishLive?: (sessionId: string, event: LiveEvent) => void;
   /** The config in force; read once when a run starts. */

@@ -1,6 +1,7 @@
 // The model-call log: one AgentModelCall record per HTTP request a backend's SDK sends for a model call (its retries
 // each count), with the session, provider, host, model, request bytes, the tokens the provider reported, latency,
 // status, error class and cost; and what the spending limits (agent.maxCostUsd, agent.maxSessionCostUsd) read back.
+import { millisOf, RecordLog, type LogTable as CallTable } from './recordLog.js';
 import { randomUUID } from 'node:crypto';
 import { statusErrorClass } from '../resources/models/backendHelpers.js';
 import type { RequestMeter, Usage } from '../resources/models/types.js';
@@ -178,16 +179,12 @@ export function callRecords(
 }
 
 /** Where the log is kept: `agent.AgentModelCall` in Harper, a map in unit tests. */
-export interface CallTable {
-  put(id: string, record: Record<string, unknown>): unknown;
-  delete?(id: string): unknown;
-  search(query: Record<string, unknown>): AsyncIterable<unknown>;
-}
+export type { LogTable as CallTable } from './recordLog.js';
 
 const plain = (r: ModelCallRecord): ModelCallRecord => ({
   id: r.id,
   session_id: r.session_id,
-  at: (r.at as unknown) instanceof Date ? (r.at as unknown as Date).getTime() : typeof r.at === 'string' ? Date.parse(r.at) : Number(r.at),
+  at: millisOf(r.at),
   node: r.node ?? null,
   provider: r.provider,
   host: r.host,
@@ -235,72 +232,9 @@ export function totals(calls: readonly ModelCallRecord[]): CallTotals {
   return t;
 }
 
-export class ModelCallLog {
-  private readonly rows: ModelCallRecord[] = [];
-  constructor(private readonly table?: () => CallTable | undefined) {}
-
-  async record(records: ModelCallRecord[]): Promise<void> {
-    const table = this.table?.();
-    for (const r of records) {
-      if (table) await table.put(r.id, { ...r, at: new Date(r.at) });
-      else this.rows.push(r);
-    }
-  }
-
-  /** A session's calls (or every session's), oldest first; `since` keeps those from that time on. */
-  async list(query: { session_id?: string; since?: number } = {}): Promise<ModelCallRecord[]> {
-    const table = this.table?.();
-    let out: ModelCallRecord[];
-    if (table) {
-      out = [];
-      const conditions = query.session_id ? [{ attribute: 'session_id', value: query.session_id }] : [];
-      for await (const row of table.search({ conditions })) out.push(plain(row as ModelCallRecord));
-    } else out = this.rows.filter((r) => !query.session_id || r.session_id === query.session_id);
-    if (query.since !== undefined) out = out.filter((r) => r.at >= query.since!);
-    return out.sort((a, b) => a.at - b.at);
-  }
-
-  /** Every session's calls, newest first, one page: at most `limit` records older than `before` (a record's
-   * `cursor`), read from the `at` index so a page costs its own size, not the table's. */
-  async page(limit: number, before?: { at: number; id: string }): Promise<{ calls: ModelCallRecord[]; next: { at: number; id: string } | null }> {
-    const table = this.table?.();
-    const calls: ModelCallRecord[] = [];
-    const older = (r: ModelCallRecord) => !before || r.at < before.at || (r.at === before.at && r.id < before.id);
-    if (table) {
-      const conditions = before ? [{ attribute: 'at', comparator: 'less_than_equal', value: new Date(before.at) }] : [{ attribute: 'at', comparator: 'greater_than_equal', value: new Date(0) }];
-      for await (const row of table.search({ conditions, sort: { attribute: 'at', descending: true } })) {
-        const r = plain(row as ModelCallRecord);
-        if (!older(r)) continue;
-        calls.push(r);
-        if (calls.length > limit) break;
-      }
-    } else calls.push(...this.rows.filter(older).sort((a, b) => b.at - a.at || (a.id < b.id ? 1 : -1)).slice(0, limit + 1));
-    const more = calls.length > limit;
-    const page = calls.slice(0, limit);
-    return { calls: page, next: more ? { at: page.at(-1)!.at, id: page.at(-1)!.id } : null };
-  }
-
-  /** Removes a session's calls (a deleted session); answers how many. */
-  async deleteSession(sessionId: string): Promise<number> {
-    const ids = (await this.list({ session_id: sessionId })).map((r) => r.id);
-    await this.remove(ids);
-    return ids.length;
-  }
-
-  /** Removes every call made before `cutoff` (agent.retainModelCallsDays); answers how many. */
-  async expireBefore(cutoff: number): Promise<number> {
-    const table = this.table?.();
-    const ids: string[] = [];
-    if (table) {
-      for await (const row of table.search({ conditions: [{ attribute: 'at', comparator: 'less_than', value: new Date(cutoff) }] })) ids.push(String((row as ModelCallRecord).id));
-    } else ids.push(...this.rows.filter((r) => r.at < cutoff).map((r) => r.id));
-    await this.remove(ids);
-    return ids.length;
-  }
-
-  private async remove(ids: string[]): Promise<void> {
-    const table = this.table?.();
-    if (table) for (const id of ids) await table.delete!(id);
-    else for (let i = this.rows.length - 1; i >= 0; i--) if (ids.includes(this.rows[i]!.id)) this.rows.splice(i, 1);
+/** The model-call log: one record per provider request (agent/recordLog.ts keeps, pages and expires it). */
+export class ModelCallLog extends RecordLog<ModelCallRecord> {
+  constructor(table?: () => CallTable | undefined) {
+    super(table, plain);
   }
 }

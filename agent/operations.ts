@@ -1,5 +1,6 @@
 // The agent's operations, answered on Harper's operations API (agent/http.ts routes them here). Each is its input
 // schema and its handler; errors carry the HTTP status the operator gets.
+import type { LogRecord, RecordLog } from './recordLog.js';
 import { authorize, isSuperUser, sees } from './access.js';
 import AjvModule from 'ajv';
 import { threadId } from 'node:worker_threads';
@@ -97,7 +98,25 @@ export function createOperations(deps: OperationsDeps): Record<string, Operation
   const mustGetHeader = async (user: User, id: string) => found(user, await store.header(id), id);
   /** A session another node owns is run, cancelled and approved there: the operation goes to that node. */
   const ownedElsewhere = (s: SessionHeader) => !!deps.cluster && !!s.node && s.node !== node;
-  const lifecycle = deps.lifecycle ?? new Lifecycle(store, deps.calls, deps.followups, deps.log);
+  const lifecycle = deps.lifecycle ?? new Lifecycle(store, deps.calls, deps.followups, deps.log, deps.toolCalls);
+  /**
+   * A log's records as its list operation answers them: one session's, oldest first, the newest `limit` of them (404
+   * when the user cannot see it; `whole` has them all); or a page of every session's the user sees, newest first from
+   * the `at` index (someone else's left out of the page; the cursor still walks the whole log).
+   */
+  const readLog = async <T extends LogRecord>(log: RecordLog<T> | undefined, input: Record<string, unknown>, user: User): Promise<{ records: T[]; whole: T[]; nextCursor?: string | null }> => {
+    const id = input.session_id as string | undefined;
+    const limit = (input.limit as number | undefined) ?? 1000;
+    if (id === undefined) {
+      const page = (await log?.page(limit, readCursor(input.cursor))) ?? { calls: [], next: null };
+      const records = await ownedOnly(user, page.calls);
+      return { records, whole: records, nextCursor: page.next ? cursorOf(page.next.at, page.next.id) : null };
+    }
+    if (input.cursor !== undefined) throw new HttpError(400, 'cursor pages the log of every session; a session_id answers its records whole');
+    await mustGetHeader(user, id);
+    const whole = (await log?.list({ session_id: id })) ?? [];
+    return { records: whole.slice(-limit), whole };
+  };
   /** Records of sessions `user` sees (all, for a super_user): each session's owner read once. */
   const ownedOnly = async <T extends { session_id: string }>(user: User, records: T[]): Promise<T[]> => {
     if (isSuperUser(user)) return records;
@@ -421,19 +440,20 @@ export function createOperations(deps: OperationsDeps): Record<string, Operation
       // session (404 when there is no such session), or the newest `limit` records of every session.
       schema: object({ session_id: sessionId, limit: { type: 'integer', minimum: 1, maximum: 10000 }, cursor: { type: 'string', minLength: 1, maxLength: 512 } }),
       async handle(input, user) {
-        const id = input.session_id as string | undefined;
-        const limit = (input.limit as number | undefined) ?? 1000;
-        if (id === undefined) {
-          // Every session's: newest first, one page read from the `at` index (bounded), totals of the page.
-          const page = (await deps.calls?.page(limit, readCursor(input.cursor))) ?? { calls: [], next: null };
-          // Someone else's calls are left out of the page (the cursor still walks the whole log).
-          const calls = await ownedOnly(user, page.calls);
-          return { calls, totals: totals(calls), nextCursor: page.next ? cursorOf(page.next.at, page.next.id) : null };
-        }
-        if (input.cursor !== undefined) throw new HttpError(400, 'cursor pages the log of every session; a session_id answers its calls whole');
-        await mustGetHeader(user, id);
-        const all = (await deps.calls?.list({ session_id: id })) ?? [];
-        return { calls: all.slice(-limit), totals: totals(all) };
+        const read = await readLog(deps.calls, input, user);
+        // Totals of the page, or of the whole session.
+        return read.nextCursor === undefined ? { calls: read.records, totals: totals(read.whole) } : { calls: read.records, totals: totals(read.records), nextCursor: read.nextCursor };
+      },
+    },
+
+    list_agent_tool_calls: {
+      // The audit: one record per tool call (who, the tool, its arguments redacted, the result's size, the decision),
+      // oldest first for one session (404 when there is none, or it is another user's), or the newest `limit` of
+      // every session a page at a time (pass nextCursor back as cursor).
+      schema: object({ session_id: sessionId, limit: { type: 'integer', minimum: 1, maximum: 10000 }, cursor: { type: 'string', minLength: 1, maxLength: 512 } }),
+      async handle(input, user) {
+        const read = await readLog(deps.toolCalls, input, user);
+        return { toolCalls: read.records, ...(read.nextCursor !== undefined ? { nextCursor: read.nextCursor } : {}) };
       },
     },
 

@@ -122,6 +122,16 @@ describe('a team uses the agent: roles, sessions of one\'s own, scopes per role'
       let done: any;
       for (let i = 0; i < 200 && (done = (await h.op({ operation: 'get_agent_session', session_id: paused.session_id }, ana)).body).status === 'running'; i++) await new Promise((r) => setTimeout(r, 50));
       expect([done.status, done.messages.filter((m: any) => m.role === 'tool').length, done.messages.at(-1).content]).to.deep.equal(['completed', 2, 'tailed twice']);
+      // The audit has every call of the session, for its owner only.
+      const audit = (await h.op({ operation: 'list_agent_tool_calls', session_id: done.session_id }, ana)).body.toolCalls;
+      const sizes = done.messages.filter((m: any) => m.role === 'tool').map((m: any) => Buffer.byteLength(m.content));
+      expect(audit.map((r: any) => [r.user, r.tool, r.decision, r.resultBytes, r.arguments])).to.deep.equal([
+        [ana.username, 'tail_file', 'asked', null, '{"root":"logs","path":"team.log"}'],
+        [ana.username, 'tail_file', 'approved', sizes[0], '{"root":"logs","path":"team.log"}'],
+        [ana.username, 'tail_file', 'allowed', sizes[1], '{"root":"logs","path":"team.log"}'],
+      ]);
+      expect((await h.op({ operation: 'list_agent_tool_calls', session_id: done.session_id }, ben)).status).to.equal(404);
+      expect(((await h.op({ operation: 'list_agent_tool_calls', limit: 1000 }, ben)).body.toolCalls as any[]).filter((r) => r.session_id === done.session_id)).to.deep.equal([]);
       // readOnly: nothing that writes is offered.
       expect((await h.setConfig({ toolPolicy: { team_oncall: 'readOnly' } })).status).to.equal(200);
       server.reset([{ text: 'looked' }]);
@@ -130,6 +140,18 @@ describe('a team uses the agent: roles, sessions of one\'s own, scopes per role'
     } finally {
       await h.setConfig({ toolPolicy: null });
     }
+  });
+
+  it('the audit keeps a call whose arguments hold a private key with the key withheld', async () => {
+    const { server } = suite;
+    const pem = '-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n-----END PRIVATE KEY-----\n';
+    server.reset([{ toolCalls: [{ name: 'write_file', arguments: { root: 'components', path: 'team/key.txt', content: pem } }] }]);
+    expect((await h.setConfig({ ...providerSettings('openai', server) })).status).to.equal(200);
+    const s = await h.prompt('store this key');
+    expect(s.status).to.equal('awaiting_approval');
+    const audit = (await h.op({ operation: 'list_agent_tool_calls', session_id: s.session_id })).body.toolCalls;
+    expect(audit.map((r: any) => [r.tool, r.decision, r.arguments])).to.deep.equal([['write_file', 'asked', '{"root":"components","path":"team/key.txt","content":"[withheld: key material]"}']]);
+    expect((await h.op({ operation: 'cancel_agent_run', session_id: s.session_id })).status).to.equal(200);
   });
 
   it("an operation tool runs with the user's own Harper permissions: refused where they refuse it", async () => {
