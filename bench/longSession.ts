@@ -12,6 +12,20 @@ import { ProviderServer } from '../integrationTests/providerServer/server.js';
 import { memoryStore } from '../unitTests/helpers.js';
 import 'harper-agent-openai';
 
+/** One prompt on the real loop, as agent_prompt accepts it (the session marked running with the prompt appended), run to
+ * its end; throws unless it completed. */
+export async function promptOnce(deps: Parameters<typeof startRun>[0], sessionId: string, text: string): Promise<void> {
+  const runner = newRunner(null);
+  await deps.store.mutate(sessionId, (row) => {
+    row.status = 'running';
+    row.runner = runner;
+    return [{ role: 'user', content: text }];
+  });
+  await startRun(deps, sessionId, runner).done;
+  const h = (await deps.store.header(sessionId))!;
+  if (h.status !== 'completed') throw new Error(`${JSON.stringify(text)} ended ${h.status}: ${h.lastError}`);
+}
+
 /** One session at a 160 KB server (no window reported), prompt after prompt, each reading three pages of a 1 MB log,
  * on the real loop and the real OpenAI SDK: the largest request of the ten prompts up to each checkpoint, and what
  * the summary calls cost. The default config (the working set on). */
@@ -28,15 +42,7 @@ export async function longSession(scopes: Scopes, prompts: number, checkpoints: 
     const largest: number[] = [];
     for (let i = 1; i <= prompts; i++) {
       const first = server.requests.length;
-      const runner = newRunner(null);
-      await store.mutate(s.session_id, (row) => {
-        row.status = 'running';
-        row.runner = runner;
-        return [{ role: 'user', content: `Go on reading logs/inv.log (${i}).` }];
-      });
-      await startRun(deps, s.session_id, runner).done;
-      const h = (await store.header(s.session_id))!;
-      if (h.status !== 'completed') throw new Error(`prompt ${i} ended ${h.status}: ${h.lastError}`);
+      await promptOnce(deps, s.session_id, `Go on reading logs/inv.log (${i}).`);
       largest.push(Math.max(...server.requests.slice(first).filter((r) => !isSummaryRequest(r.neutral)).map((r) => r.bytes)));
       // The ten prompts up to a checkpoint: one prompt's figure depends on where it falls between two compactions.
       if (checkpoints.includes(i)) at.set(i, Math.max(...largest.slice(-10)));

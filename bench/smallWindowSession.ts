@@ -8,13 +8,12 @@ import os from 'node:os';
 import path from 'node:path';
 import { defaultConfig } from '../agent/agent.js';
 import { ContextLimits } from '../agent/contextBudget.js';
-import { startRun } from '../agent/loop.js';
-import { newRunner } from '../agent/runs.js';
 import { createToolRegistry, defaultTools } from '../agent/tools/index.js';
 import { isSummaryRequest, sessionReader } from '../integrationTests/providerServer/pager.js';
 import { ProviderServer, type Recorded } from '../integrationTests/providerServer/server.js';
 import { writeBigLog } from '../integrationTests/recoveryScenarios.js';
 import { memoryStore } from '../unitTests/helpers.js';
+import { promptOnce } from './longSession.js';
 import 'harper-agent-openai';
 
 /** Whether `next` repeats every message of `prev` (the request before it) at its start. */
@@ -41,15 +40,7 @@ export async function smallWindowSession(prompts: number, window: number) {
     const s = await store.create({ user: 'bench', provider: 'openai', model: config.model });
     let completed = 0;
     for (let i = 1; i <= prompts; i++) {
-      const runner = newRunner(null);
-      await store.mutate(s.session_id, (row) => {
-        row.status = 'running';
-        row.runner = runner;
-        return [{ role: 'user', content: `Go on reading logs/inv.log (${i}).` }];
-      });
-      await startRun(deps, s.session_id, runner).done;
-      const h = (await store.header(s.session_id))!;
-      if (h.status !== 'completed') throw new Error(`prompt ${i} ended ${h.status}: ${h.lastError}`);
+      await promptOnce(deps, s.session_id, `Go on reading logs/inv.log (${i}).`);
       completed++;
     }
     const turns = server.requests.filter((r) => !isSummaryRequest(r.neutral));
