@@ -142,7 +142,7 @@ async function runSession(deps: LoopDeps, id: string, guard: RunGuard, signal: A
     const req = await turnRequest(deps, config, session.user, guard, signal);
     // A result (so a page) sized for the window: agent.maxToolResultBytes, or less for a small window. The file scopes
     // the session's user's role opens (agent/access.ts).
-    const owner = session.user ? await deps.userOf?.(session.user) : undefined;
+    const owner = req.owner;
     const role = owner?.role?.role;
     // Every settled call in the audit (agent/toolCalls.ts); a failed write is logged, never the run's end.
     const audit = (call: ToolCall, decision: Decision, result?: ToolMessage) =>

@@ -1,5 +1,6 @@
 // One model call: the run's backend (metered), the request the context module builds, the spending limits' pre-check,
 // the silent-overflow check, and the call's records in the model-call log whatever the outcome.
+import type { User } from './operations.js';
 import { policyOf } from './toolPolicy.js';
 import { randomUUID } from 'node:crypto';
 import { errorInfo } from '../resources/models/agentLoop.js';
@@ -53,6 +54,8 @@ export interface RunShape {
   tools: ToolSpec[];
   /** The model's tokenizer, or a stand-in for a self-hosted model (agent/tokenCount.ts); none: bytes / 3. */
   counter?: TokenCounter;
+  /** Harper's user the session belongs to (its role decides the tool policy and the file scopes), looked up once. */
+  owner?: User;
 }
 
 /**
@@ -65,11 +68,12 @@ export async function runShape(deps: Pick<LoopDeps, 'operationsAs' | 'databases'
   const window = await windowOf(config, t, deps.limits, ask);
   const can = capabilities(deps, config, owner);
   // A tool agent.toolPolicy denies the owner's role is not offered (agent/toolPolicy.ts).
-  const role = owner ? (await deps.userOf?.(owner))?.role?.role : undefined;
+  const user = owner ? await deps.userOf?.(owner) : undefined;
+  const role = user?.role?.role;
   const offered = (tier: ToolTier) => deps.tools.specs(can, tier).filter((spec) => policyOf(config, role, deps.tools.get(spec.name)!) !== 'deny');
   const fixed = (tier: ToolTier) => estimateTokens({ system: systemText({ config, environment: deps.environment, tier }), tools: offered(tier), messages: [] }, counter);
   const fit = fitToWindow(config, window?.tokens, fixed);
-  return { ...fit, tools: offered(fit.tier), counter };
+  return { ...fit, tools: offered(fit.tier), counter, owner: user };
 }
 
 /**
