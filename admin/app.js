@@ -334,6 +334,25 @@ $('cancel-run').addEventListener('click', async () => {
 
 $('new-session').addEventListener('click', () => select(null));
 
+// ---- the caller's access: role, file scopes and each tool's policy (agent.toolPolicy), from get_agent_status ----
+
+const POLICY_TITLES = { allow: 'runs without asking', ask: 'the run pauses for your approval', deny: 'not offered to the model' };
+
+async function loadAccess() {
+  try {
+    const { access } = await operation({ operation: 'get_agent_status' });
+    $('access-who').textContent = `${access.user ?? 'no user'} · role ${access.role ?? 'none'}${access.superUser ? ' (super_user)' : ''} · file scopes: ${access.scopes.join(', ') || 'none'}`;
+    $('access-tools').tBodies[0].replaceChildren(
+      ...Object.entries(access.toolPolicy)
+        .sort(([a], [b]) => a.localeCompare(b))
+        .map(([tool, policy]) => el('tr', { dataset: { tool } }, el('td', { class: 'id' }, tool), el('td', {}, el('span', { class: `policy ${policy}`, title: POLICY_TITLES[policy] }, policy))))
+    );
+  } catch (error) {
+    $('access-who').textContent = `could not read the policy: ${error.message}`;
+  }
+}
+
 followList();
+loadAccess();
 const fromHash = /session=([^&]+)/.exec(location.hash);
 select(fromHash ? decodeURIComponent(fromHash[1]) : null);

@@ -46,3 +46,9 @@ export function scopesFor(scopes: Scopes, config: Pick<AgentConfig, 'roleScopes'
   for (const name of SCOPE_NAMES) if (!open.includes(name)) closed[name] = `the ${name} scope is not open to role ${role} (agent.roleScopes opens ${open.join(', ') || 'none'} to it)`;
   return { ...scopes, closed };
 }
+
+/** The scopes `user`'s file tools may open, by name (get_agent_status shows them). */
+export function openScopes(config: Pick<AgentConfig, 'roleScopes'>, user: User | undefined, scopes: Scopes): ScopeName[] {
+  const closed = scopesFor(scopes, config, user).closed ?? {};
+  return SCOPE_NAMES.filter((name) => !closed[name]);
+}

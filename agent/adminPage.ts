@@ -3,7 +3,7 @@
 // Harper authenticates first (request.user); everything here needs a super_user, like the operations.
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { authorize, sees } from './access.js';
+import { authorize, isSuperUser, sees } from './access.js';
 import type { AgentConfig } from './agent.js';
 import { answerOperation, bodyTooLarge, header, json, MAX_AGENT_BODY_BYTES, readExactly, type HarperRequest, type HarperResponse, type Operations } from './http.js';
 import { HttpError } from './operations.js';
@@ -84,7 +84,7 @@ export function adminListener(deps: AdminDeps) {
     if (method !== 'GET' && method !== 'HEAD') throw new HttpError(405, `${method} is not served under ${ADMIN_PATH}`);
     if (rest === 'api/sessions/events') {
       const limit = Math.min(Math.max(Number(url.searchParams.get('limit')) || 50, 1), 1000);
-      return eventResponse(followSessionList(deps.table(), deps.store, limit, (owner) => sees(user, owner)));
+      return eventResponse(followSessionList(deps.table(), deps.store, limit, isSuperUser(user) ? undefined : (user.username ?? '')));
     }
     const follow = /^api\/sessions\/([A-Za-z0-9._:-]{1,128})\/events$/.exec(rest);
     if (follow) {

@@ -175,6 +175,12 @@ ready
     (n) => n && logger.warn(`harper-agent: marked ${n} run(s) interrupted by a restart as error`),
     (error) => logger.warn(`harper-agent: could not check for interrupted runs: ${error}`)
   )
+  // Rows from before the owner+time index get their key, once, on one thread (lists read the index).
+  .then(() => (workerIndex() === 0 ? store.indexOlderRows() : 0))
+  .then(
+    (n) => n && logger.info(`harper-agent: indexed ${n} session(s) stored before the owner+time index`),
+    (error) => logger.warn(`harper-agent: could not index older sessions: ${error}`)
+  )
   // Then this node's pending follow-ups (one due while Harper was down fires now), on one worker thread: a follow-up
   // has one timer (a new one is armed by the thread that scheduled it); the session's lock guards the rest.
   .then(() => (workerIndex() === 0 ? ready.then(() => followups.armAll()) : 0))

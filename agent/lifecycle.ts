@@ -70,8 +70,9 @@ export class Lifecycle {
     const out: Expired = { sessions: 0, messages: 0, modelCalls: 0, followups: 0, oldModelCalls: 0 };
     if (config.retainSessionsDays !== undefined) {
       const cutoff = now - config.retainSessionsDays * DAY_MS;
-      for (const s of await this.store.list(Number.MAX_SAFE_INTEGER)) {
-        if (!FINISHED.has(s.status) || s.updatedAt >= cutoff) continue;
+      // From the time index, older than the cutoff only (a page that starts at it).
+      const { sessions } = await this.store.page(Number.MAX_SAFE_INTEGER, { cursor: { at: cutoff, id: '' }, keep: (s) => FINISHED.has(s.status) });
+      for (const s of sessions) {
         const gone = await this.deleteSession(s.session_id, (h) => {
           // Changed since it was listed (a new prompt): kept.
           if (!FINISHED.has(h.status) || h.updatedAt >= cutoff) throw new KeptError();

@@ -1,7 +1,7 @@
 // The agent's operations, answered on Harper's operations API (agent/http.ts routes them here). Each is its input
 // schema and its handler; errors carry the HTTP status the operator gets.
 import type { LogRecord, RecordLog } from './recordLog.js';
-import { authorize, isSuperUser, sees } from './access.js';
+import { authorize, isSuperUser, openScopes, sees } from './access.js';
 import AjvModule from 'ajv';
 import { threadId } from 'node:worker_threads';
 import { buildRequest, cacheMarksFor, describeRequest, withWorkingSet } from './context/request.js';
@@ -17,7 +17,8 @@ import { messageView } from './sessionFeed.js';
 import { Models } from '../resources/models/models.js';
 import { sessionSummary, SessionNotFoundError, type SessionHeader } from './session.js';
 import { priceOf, totals } from './modelCalls.js';
-import { runShape, windowProblem } from './modelCall.js';
+import { capabilities, runShape, windowProblem } from './modelCall.js';
+import { policiesFor } from './toolPolicy.js';
 import type { Cluster, Via } from './cluster.js';
 import type { FollowupStatus } from './followups.js';
 import { Lifecycle } from './lifecycle.js';
@@ -244,18 +245,15 @@ export function createOperations(deps: OperationsDeps): Record<string, Operation
       }),
       async handle(input, user) {
         const limit = (input.limit as number | undefined) ?? 50;
-        const after = readCursor(input.cursor);
         const title = (input.title as string | undefined)?.toLowerCase();
-        const matches = (s: SessionHeader) =>
-          (!input.status || s.status === input.status) &&
-          (!input.user || s.user === input.user) &&
-          sees(user, s.user) &&
-          (!title || (s.title ?? '').toLowerCase().includes(title)) &&
-          (!after || s.updatedAt < after.at || (s.updatedAt === after.at && s.session_id > after.id));
-        const found = (await store.list(Number.MAX_SAFE_INTEGER, matches)).slice(0, limit + 1);
-        const page = found.slice(0, limit);
-        const last = page.at(-1);
-        return { sessions: page.map(sessionSummary), nextCursor: found.length > limit && last ? cursorOf(last.updatedAt, last.session_id) : null };
+        // Whose: a super_user's `user` filter or all; anyone else only their own (asking for another's is an empty page).
+        const asked = input.user as string | undefined;
+        if (!isSuperUser(user) && asked !== undefined && asked !== user.username) return { sessions: [], nextCursor: null };
+        const owner = isSuperUser(user) ? asked : (user.username ?? '');
+        const keep = (s: SessionHeader) => (!input.status || s.status === input.status) && (!title || (s.title ?? '').toLowerCase().includes(title));
+        const { sessions, more } = await store.page(limit, { owner, cursor: readCursor(input.cursor), keep });
+        const last = sessions.at(-1);
+        return { sessions: sessions.map(sessionSummary), nextCursor: more && last ? cursorOf(last.updatedAt, last.session_id) : null };
       },
     },
 
@@ -420,7 +418,10 @@ export function createOperations(deps: OperationsDeps): Record<string, Operation
       // Which backends registered, which thread answered and the config in force there: what an operator checks after
       // a deploy, an upgrade or a restart.
       schema: object({}),
-      async handle() {
+      async handle(_input, user) {
+        const config = deps.config();
+        const role = user.role?.role;
+        const tools = deps.tools.specs(capabilities(deps, config, user.username)).map((spec) => deps.tools.get(spec.name)!);
         return {
           version: deps.instance.version,
           providers: Models.providers(),
@@ -431,6 +432,8 @@ export function createOperations(deps: OperationsDeps): Record<string, Operation
           environment: deps.environment ?? null,
           config: publicConfig(deps.config()),
           persisted: deps.persistedConfig(),
+          // What the caller's runs may do: the file scopes their role opens and each tool's policy (agent/toolPolicy.ts).
+          access: { user: user.username ?? null, role: role ?? null, superUser: isSuperUser(user), scopes: openScopes(config, user, deps.scopes), toolPolicy: policiesFor(config, role, tools) },
         };
       },
     },

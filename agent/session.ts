@@ -169,10 +169,26 @@ function titleOf(prompt: string): string {
   return flat.length > TITLE_CHARS ? `${flat.slice(0, TITLE_CHARS - 1)}…` : flat;
 }
 
-/** The header as the row is stored: times as Harper Date fields, so Studio and REST show them as dates. */
+/** The header as the row is stored: times as Harper Date fields, so Studio and REST show them as dates, and the
+ * owner+time key a user's list reads (ownerRecent). */
 function toRow(header: SessionHeader, revision: string): Record<string, unknown> {
-  return { ...header, createdAt: new Date(header.createdAt), updatedAt: new Date(header.updatedAt), revision };
+  return { ...header, createdAt: new Date(header.createdAt), updatedAt: new Date(header.updatedAt), ownerRecent: ownerRecent(header.user, header.updatedAt, header.session_id), revision };
 }
+
+// ownerRecent: owner, time and id in one indexed string, so one user's sessions newest first are a range of one index
+// read backwards (Harper indexes one attribute at a time). The time is fixed-width so the text sorts as the number.
+const SEP = '\u001f';
+const ownerRecent = (user: string | null, at: number, id: string) => `${user ?? ''}${SEP}${String(Math.max(0, at)).padStart(15, '0')}${SEP}${id}`;
+
+/** Where a page of a list starts: after the last session of the previous page (its time and id). */
+export interface ListCursor {
+  at: number;
+  id: string;
+}
+
+/** Newest first; ties (one millisecond) by id, descending, the order the owner+time index reads in. */
+const newestFirst = (a: SessionHeader, b: SessionHeader) => b.updatedAt - a.updatedAt || (a.session_id < b.session_id ? 1 : a.session_id > b.session_id ? -1 : 0);
+const before = (s: SessionHeader, cursor: ListCursor | undefined) => !cursor || s.updatedAt < cursor.at || (s.updatedAt === cursor.at && s.session_id < cursor.id);
 
 /** A row's revision: which write it is (agent/transcriptCache.ts); absent on rows written before it existed. */
 const revisionOf = (row: Record<string, unknown> | undefined) => (typeof row?.revision === 'string' ? row.revision : undefined);
@@ -365,7 +381,38 @@ export class SessionStore {
     return () => void queue.emit('close');
   }
 
-  /** Sessions newest first (ties by id), those `keep` accepts, at most `limit`. */
+  /**
+   * One page of sessions newest first: at most `limit` that `keep` accepts, after `cursor`, and whether more follow.
+   * With `owner` it reads that owner's range of the owner+time index, else the time index, backwards, and stops once
+   * the page is full: a page reads its own rows (and those `keep` refuses), never the whole table.
+   */
+  async page(limit: number, query: { owner?: string | null; cursor?: ListCursor; keep?: (s: SessionHeader) => boolean } = {}): Promise<{ sessions: SessionHeader[]; more: boolean }> {
+    this.readFresh();
+    const { owner, cursor, keep = () => true } = query;
+    const search =
+      owner !== undefined
+        ? {
+            conditions: [{ attribute: 'ownerRecent', comparator: 'between', value: [`${owner ?? ''}${SEP}`, cursor ? ownerRecent(owner, cursor.at, cursor.id) : `${owner ?? ''}${SEP}~`] }],
+            sort: { attribute: 'ownerRecent', descending: true },
+          }
+        : {
+            conditions: [cursor ? { attribute: 'updatedAt', comparator: 'less_than_equal', value: new Date(cursor.at) } : { attribute: 'updatedAt', comparator: 'greater_than_equal', value: new Date(0) }],
+            sort: { attribute: 'updatedAt', descending: true },
+          };
+    const found: SessionHeader[] = [];
+    for await (const record of this.tables.sessions().search(search)) {
+      const s = toHeader(record);
+      if (!s || !before(s, cursor) || (owner !== undefined && s.user !== owner) || !keep(s)) continue;
+      // Past a full page, only the rows of the last one's millisecond: the time index orders a tie by key, not as the
+      // cursor does.
+      if (found.length > limit && s.updatedAt < found[limit]!.updatedAt) break;
+      found.push(s);
+    }
+    found.sort(newestFirst);
+    return { sessions: found.slice(0, limit), more: found.length > limit };
+  }
+
+  /** Sessions newest first (ties by id), those `keep` accepts, at most `limit`: a scan, for the boot's checks. */
   async list(limit: number, keep: (s: SessionHeader) => boolean = () => true): Promise<SessionHeader[]> {
     this.readFresh();
     const all: SessionHeader[] = [];
@@ -373,7 +420,7 @@ export class SessionStore {
       const s = toHeader(record);
       if (s && keep(s)) all.push(s);
     }
-    return all.sort((a, b) => b.updatedAt - a.updatedAt || (a.session_id < b.session_id ? -1 : a.session_id > b.session_id ? 1 : 0)).slice(0, limit);
+    return all.sort(newestFirst).slice(0, limit);
   }
 
   /**
@@ -575,6 +622,28 @@ export class SessionStore {
     for (const key of keys) await messages.delete!(key);
     await this.tables.sessions().delete!(id);
     return keys.length;
+  }
+
+  /** Gives this node's rows stored before the owner+time index their key (their times unchanged), so lists show them;
+   * answers how many. A scan, run once at boot. */
+  async indexOlderRows(): Promise<number> {
+    const ids: string[] = [];
+    for await (const record of this.tables.sessions().search({ conditions: [] })) {
+      const r = record as Record<string, unknown>;
+      if (typeof r.ownerRecent !== 'string' && r.status !== DELETING && ((r.node as string | null) ?? this.node) === this.node) ids.push(String(r.session_id));
+    }
+    let indexed = 0;
+    for (const id of ids) {
+      await this.withLock(id, async () => {
+        const row = (await this.tables.sessions().get(id)) as Record<string, unknown> | undefined;
+        const header = toHeader(row);
+        if (!header || typeof row!.ownerRecent === 'string') return;
+        this.transcripts.forget(id);
+        await this.tables.sessions().put(id, { ...row, ...toRow(header, this.nextRevision()) });
+        indexed++;
+      });
+    }
+    return indexed;
   }
 
   /** Sessions whose delete began and did not finish (the process died in between). */

@@ -279,8 +279,10 @@ export function followSession(table: SubscribableTable, store: SessionStore, id:
   });
 }
 
-/** Every session, live: a `sessions` event with the newest `limit` summaries, then a `session` event per write. */
-export function followSessionList(table: SubscribableTable, store: SessionStore, limit: number, sees: (owner: string | null) => boolean = () => true): Readable {
+/** Every session (or `owner`'s only), live: a `sessions` event with the newest `limit` summaries, then a `session`
+ * event per write. */
+export function followSessionList(table: SubscribableTable, store: SessionStore, limit: number, owner?: string | null): Readable {
+  const sees = (user: string | null) => owner === undefined || user === owner;
   return eventStream(async (send) => {
     // Only sessions the follower sees (agent/access.ts): a delete is sent for one it was shown.
     const shown = new Set<string>();
@@ -292,7 +294,7 @@ export function followSessionList(table: SubscribableTable, store: SessionStore,
         send('session', sessionSummary(s));
       } else if (!s && event.id !== undefined && shown.delete(String(event.id))) send('deleted', { session_id: String(event.id) });
     });
-    const first = (await store.list(limit, (s) => sees(s.user))).map(sessionSummary);
+    const first = (await store.page(limit, { owner })).sessions.map(sessionSummary);
     for (const s of first) shown.add(s.session_id);
     send('sessions', first);
     return () => queue.emit('close');

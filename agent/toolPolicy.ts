@@ -25,3 +25,8 @@ export function policyOf(config: Pick<AgentConfig, 'toolPolicy' | 'autoApprove'>
 export function deniedMessage(tool: string, role: string | undefined): string {
   return `${tool} is denied here by agent.toolPolicy${role ? ` (role ${role})` : ''}: use another tool, or ask the operator`;
 }
+
+/** The policy in force for a role, tool by tool, as get_agent_status and the admin page show it. */
+export function policiesFor(config: Pick<AgentConfig, 'toolPolicy' | 'autoApprove'>, role: string | undefined, tools: Tool[]): Record<string, Policy> {
+  return Object.fromEntries(tools.map((tool) => [tool.name, policyOf(config, role, tool)]));
+}

@@ -1,5 +1,5 @@
-// BENCHMARKS.md is written by more than one script: `npm run bench` writes the file, `npm run stress` and
-// `npm run bench:cache` their own sections.
+// BENCHMARKS.md is written by more than one script: `npm run bench` writes the file, `npm run stress`,
+// `npm run bench:cache` and `npm run bench:list` their own sections.
 // A section lives between `<!-- name -->` and `<!-- /name -->`; each script replaces only its own.
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 

@@ -388,8 +388,8 @@ async function main() {
   if (missed.length) md.push('## Missed targets', '', ...missed.map((r) => `- ${r.what}: ${r.figure}, target ${r.target}.`), '');
   const notes = readFileSync(new URL('../../bench/NOTES.md', import.meta.url), 'utf8');
   const file = path.join(process.cwd(), 'BENCHMARKS.md');
-  // `npm run stress` and `npm run bench:cache` keep their own sections in the file: carried over as they are.
-  const kept = ['stress', 'cache'].map((name) => sectionOf(file, name)).filter(Boolean);
+  // `npm run stress`, `npm run bench:cache` and `npm run bench:list` keep their own sections in the file: carried over as they are.
+  const kept = ['stress', 'cache', 'listing'].map((name) => sectionOf(file, name)).filter(Boolean);
   writeFileSync(file, md.join('\n') + '\n' + notes + kept.map((s) => `\n${s}\n`).join(''));
   console.log('\nwrote BENCHMARKS.md');
   rmSync(ROOT, { recursive: true, force: true });

@@ -272,7 +272,7 @@ describe('the admin page in headless Chromium', function () {
     expect(await status().textContent()).to.equal('completed');
   });
 
-  it('a user without super_user gets 403 from the page and its API', async () => {
+  it('a user of a role agent.roles does not name gets 403 from the page and its API; once named, the page shows the policy in force for the role', async () => {
     await suite.h.op({ operation: 'add_role', role: 'page_reader', permission: { super_user: false } });
     await suite.h.op({ operation: 'add_user', role: 'page_reader', username: 'page_reader', password: 'reader-pass', active: true });
     // Sent with every request: a browser sends httpCredentials only after a 401, and this Harper trusts local requests.
@@ -285,8 +285,22 @@ describe('the admin page in headless Chromium', function () {
       expect(JSON.parse(await other.locator('body').textContent() as string)).to.deep.equal({ error: 'the agent admin page needs a super_user role or a role named in agent.roles (the role page_reader is not)' });
       const api = await reader.request.post(`${suite.h.harper.httpUrl}agent/api/operation`, { data: { operation: 'list_agent_sessions' } });
       expect(api.status()).to.equal(403);
+      // Once agent.roles names the role, the page opens, and shows the policy in force for it: readOnly denies writes.
+      expect((await suite.h.setConfig({ roles: ['page_reader'], toolPolicy: { page_reader: 'readOnly' } })).status).to.equal(200);
+      const opened = await other.goto(`${suite.h.harper.httpUrl}agent/`);
+      expect(opened!.status()).to.equal(200);
+      await other.click('#access summary');
+      await other.waitForSelector('#access-tools tr[data-tool="write_file"]');
+      expect(await other.locator('#access-who').textContent()).to.equal('page_reader · role page_reader · file scopes: logs');
+      const policy = async (tool: string) => other.locator(`#access-tools tr[data-tool="${tool}"] td`).allTextContents();
+      expect([await policy('write_file'), await policy('read_file'), await policy('harper_operation')]).to.deep.equal([
+        ['write_file', 'deny'],
+        ['read_file', 'allow'],
+        ['harper_operation', 'deny'],
+      ]);
     } finally {
       await reader.close();
+      await suite.h.setConfig({ roles: null, toolPolicy: null });
     }
   });
 });

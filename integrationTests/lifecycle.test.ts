@@ -174,6 +174,24 @@ describe("the agent's data: delete, retention, export", function () {
     expect(done.sessions.every((x: any) => x.status === 'completed')).to.equal(true);
     const next = (await h.op({ operation: 'list_agent_sessions', status: 'completed', limit: 2, cursor: done.nextCursor })).body;
     expect(next.sessions.map((x: any) => x.session_id)).to.not.include.members(done.sessions.map((x: any) => x.session_id));
+    // Paged two at a time from Harper's indexes (every session: updatedAt; one user's: ownerRecent), the pages join
+    // into the table's sessions newest first (ties by id, descending), each once.
+    const rows = (await h.op({ operation: 'search_by_value', database: 'agent', table: 'AgentSession', search_attribute: 'session_id', search_value: '*', get_attributes: ['session_id', 'updatedAt', 'user', 'status'] })).body as { session_id: string; updatedAt: string; user: string; status: string }[];
+    const newest = (of: typeof rows) => of.filter((r) => r.status !== 'deleting').sort((a, b) => Date.parse(b.updatedAt) - Date.parse(a.updatedAt) || (a.session_id < b.session_id ? 1 : -1)).map((r) => r.session_id);
+    const walk = async (query: Record<string, unknown>) => {
+      const ids: string[] = [];
+      let after: string | null = null;
+      do {
+        const page: any = (await h.op({ operation: 'list_agent_sessions', limit: 2, ...query, ...(after ? { cursor: after } : {}) })).body;
+        ids.push(...page.sessions.map((x: any) => x.session_id));
+        after = page.nextCursor;
+      } while (after);
+      return ids;
+    };
+    expect(rows.length).to.be.at.least(3);
+    expect(await walk({})).to.deep.equal(newest(rows));
+    const owner = rows[0]!.user;
+    expect(await walk({ user: owner })).to.deep.equal(newest(rows.filter((r) => r.user === owner)));
   });
 
   it('bad input: a missing or malformed id, a format that does not exist, a negative retention: 400 naming the field', async () => {

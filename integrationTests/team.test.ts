@@ -113,6 +113,11 @@ describe('a team uses the agent: roles, sessions of one\'s own, scopes per role'
     server.reset([tail, tail, { text: 'tailed twice' }]);
     expect((await h.setConfig({ ...providerSettings('openai', server), toolPolicy: { team_oncall: { grep_files: 'deny', tail_file: 'ask' }, '*': { list_dir: 'deny' } } })).status).to.equal(200);
     try {
+      // The policy in force, as get_agent_status tells the caller: the role's entry, then "*", then the default.
+      const access = (await h.op({ operation: 'get_agent_status' }, ana)).body.access;
+      // (agent.roleScopes opened config to the role in the test before.)
+      expect([access.user, access.role, access.superUser, access.scopes]).to.deep.equal([ana.username, 'team_oncall', false, ['logs', 'config']]);
+      expect([access.toolPolicy.grep_files, access.toolPolicy.tail_file, access.toolPolicy.list_dir, access.toolPolicy.read_file, access.toolPolicy.write_file]).to.deep.equal(['deny', 'ask', 'deny', 'allow', 'ask']);
       const paused = await promptAs(h, ana, 'tail the log');
       expect(paused.status).to.equal('awaiting_approval');
       expect(paused.pendingApprovals.map((p: any) => p.name)).to.deep.equal(['tail_file']);

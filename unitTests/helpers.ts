@@ -76,7 +76,8 @@ export class MemoryTable implements SessionTable {
     };
     let rows = [...this.rows.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, row]) => JSON.parse(row) as Record<string, unknown>);
     const sort = query.sort;
-    if (sort) rows = rows.sort((x, y) => ((comparable(x[sort.attribute]) as number) - (comparable(y[sort.attribute]) as number)) * (sort.descending ? -1 : 1));
+    const order = (a: unknown, b: unknown) => (typeof a === 'string' && typeof b === 'string' ? (a < b ? -1 : a > b ? 1 : 0) : (a as number) - (b as number));
+    if (sort) rows = rows.sort((x, y) => order(comparable(x[sort.attribute]), comparable(y[sort.attribute])) * (sort.descending ? -1 : 1));
     for (const record of rows) {
       if (!(query.conditions ?? []).every((c) => holds(record, c))) continue;
       this.yielded++;

@@ -18,6 +18,56 @@ describe('SessionStore', () => {
     expect((await store.header(s.session_id))!.bytes).to.equal(back.bytes);
   });
 
+  it('pages newest first from the time index, or one owner\'s range of the owner+time index, reading the page and no more', async () => {
+    const { store, table } = memoryStore(0);
+    const made: { id: string; user: string; at: number }[] = [];
+    // 30 sessions of three users, two to a millisecond (ties broken by id, descending).
+    for (let i = 0; i < 30; i++) {
+      const user = ['ann', 'bob', 'cy'][i % 3]!;
+      const s = await store.create({ user, provider: 'local', model: null, session_id: `s${String(i).padStart(2, '0')}` });
+      const at = 1_000 + Math.floor(i / 2);
+      const row = JSON.parse(table.rows.get(s.session_id)!);
+      table.rows.set(s.session_id, JSON.stringify({ ...row, updatedAt: new Date(at).toISOString(), ownerRecent: `${user}\u001f${String(at).padStart(15, '0')}\u001f${s.session_id}` }));
+      made.push({ id: s.session_id, user, at });
+    }
+    const expected = (user?: string) => made.filter((m) => !user || m.user === user).sort((a, b) => b.at - a.at || (a.id < b.id ? 1 : -1)).map((m) => m.id);
+    const walk = async (owner: string | undefined, limit: number) => {
+      const ids: string[] = [];
+      let cursor: { at: number; id: string } | undefined;
+      for (;;) {
+        table.yielded = 0;
+        const { sessions, more } = await store.page(limit, { owner, cursor });
+        // The page, the one that says more follow, and the rows of the two millisecond ties at its ends (two a millisecond).
+        expect(table.yielded).to.be.at.most(limit + 4);
+        ids.push(...sessions.map((s) => s.session_id));
+        if (!more) return ids;
+        cursor = { at: sessions.at(-1)!.updatedAt, id: sessions.at(-1)!.session_id };
+      }
+    };
+    expect(await walk(undefined, 7)).to.deep.equal(expected());
+    expect(await walk('bob', 3)).to.deep.equal(expected('bob'));
+    expect((await walk('bob', 3)).length).to.equal(10);
+    expect(await walk('nobody', 5)).to.deep.equal([]);
+    // A filter keeps paging until the page is full.
+    const odd = await store.page(4, { keep: (s) => Number(s.session_id.slice(1)) % 2 === 1 });
+    expect([odd.sessions.map((s) => s.session_id), odd.more]).to.deep.equal([['s29', 's27', 's25', 's23'], true]);
+  });
+
+  it('rows stored before the owner+time index get its key at boot, their times unchanged, and only this node\'s', async () => {
+    const { store, table } = memoryStore(0, 'a');
+    const mine = await store.create({ user: 'ann', provider: 'local', model: null });
+    const theirs = await store.create({ user: 'bob', provider: 'local', model: null });
+    for (const [id, node] of [[mine.session_id, 'a'], [theirs.session_id, 'b']]) {
+      const { ownerRecent: _, ...row } = JSON.parse(table.rows.get(id!)!);
+      table.rows.set(id!, JSON.stringify({ ...row, node, updatedAt: new Date(5_000).toISOString() }));
+    }
+    expect((await store.page(10, { owner: 'ann' })).sessions).to.deep.equal([]);
+    expect(await store.indexOlderRows()).to.equal(1);
+    const listed = (await store.page(10, { owner: 'ann' })).sessions;
+    expect(listed.map((s) => [s.session_id, s.updatedAt])).to.deep.equal([[mine.session_id, 5_000]]);
+    expect(await store.indexOlderRows()).to.equal(0);
+  });
+
   it('a copy whose message records have not all arrived (replication behind) says how many it lacks', async () => {
     const { store, table, messages } = memoryStore(0, 'a');
     const s = await store.create({ user: 'u', provider: 'local', model: null });
