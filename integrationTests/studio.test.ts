@@ -56,11 +56,12 @@ describe("the agent's tables in Harper's Studio", function () {
     }
   });
 
-  it('AgentSession opens on session_id, title, status, messageCount, bytes, lastError and the times, times as dates', async () => {
+  it('AgentSession opens on session_id, its indexed times, title, status, messageCount, bytes and lastError, times as dates', async () => {
     const session = (await h.op({ operation: 'get_agent_session', session_id: sessionId })).body;
     await page.goto(`${h.harper.opsUrl}#/databases/agent/AgentSession`);
     const { header, rows } = await grid(page, 'title', 1);
-    expect(header.slice(0, 8)).to.deep.equal(['session_id', 'title', 'status', 'messageCount', 'bytes', 'lastError', 'updatedAt', 'createdAt']);
+    // Studio puts indexed attributes first: the two the lists read (updatedAt, ownerRecent) come before the rest.
+    expect(header.slice(0, 8)).to.deep.equal(['session_id', 'updatedAt', 'ownerRecent', 'title', 'status', 'messageCount', 'bytes', 'lastError']);
     expect(rows).to.have.length(1);
     const cells = Object.fromEntries(header.map((name, i) => [name, rows[0]![i]]));
     expect(cells).to.include({

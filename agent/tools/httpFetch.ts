@@ -45,9 +45,24 @@ function allowedOrigin(url: URL, allow: string[]): boolean {
 
 /** Checks one hop: scheme, allow list, then every address the name resolves to. Returns the address to connect to. */
 async function checkHop(url: URL, allow: string[], resolve: Resolve): Promise<{ address: string; family: number }> {
+  checkScheme(url);
+  if (!allowedOrigin(url, allow)) throw new ToolError(`${url.origin} is not in agent.fetchAllow (allowed: ${allow.join(', ') || 'none'}); the operator can add it`);
+  return checkAddresses(url, resolve);
+}
+
+function checkScheme(url: URL): void {
   if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new ToolError(`${url.href}: only http and https URLs are fetched`);
   if (url.username || url.password) throw new ToolError(`${url.href}: URLs with credentials are not fetched`);
-  if (!allowedOrigin(url, allow)) throw new ToolError(`${url.origin} is not in agent.fetchAllow (allowed: ${allow.join(', ') || 'none'}); the operator can add it`);
+}
+
+/** The SSRF rules without an allow list (a watch's webhook, agent/watches/delivery.ts): http or https, no credentials,
+ * and every address the name resolves to neither private, link-local nor metadata. Returns the address to connect to. */
+export async function checkUrl(url: URL, resolve: Resolve = systemResolve): Promise<{ address: string; family: number }> {
+  checkScheme(url);
+  return checkAddresses(url, resolve);
+}
+
+async function checkAddresses(url: URL, resolve: Resolve): Promise<{ address: string; family: number }> {
   const host = url.hostname.replace(/^\[|\]$/g, '');
   let addresses: { address: string; family: number }[];
   try {
@@ -73,13 +88,13 @@ interface Hop {
 /** One request to the checked address: reads the body up to `upTo` bytes (the rest is counted, not kept). */
 type Method = 'GET' | 'HEAD' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 
-function send(url: URL, method: Method, at: { address: string; family: number }, upTo: number, signal: AbortSignal, body?: { text: string; type: string }): Promise<Hop> {
+export function send(url: URL, method: Method, at: { address: string; family: number }, upTo: number, signal: AbortSignal, body?: { text: string; type: string }, headers: Record<string, string> = {}): Promise<Hop> {
   return new Promise((resolve, reject) => {
     const request = (url.protocol === 'https:' ? httpsRequest : httpRequest)(
       url,
       {
         method,
-        headers: { 'user-agent': 'harper-agent http_fetch', accept: '*/*', ...(body ? { 'content-type': body.type, 'content-length': String(Buffer.byteLength(body.text)) } : {}) },
+        headers: { 'user-agent': 'harper-agent http_fetch', accept: '*/*', ...headers, ...(body ? { 'content-type': body.type, 'content-length': String(Buffer.byteLength(body.text)) } : {}) },
         // The connection goes to the address that was checked: a second lookup could answer differently.
         lookup: ((_host: string, options: { all?: boolean }, callback: (...args: unknown[]) => void) =>
           options?.all ? callback(null, [{ address: at.address, family: at.family }]) : callback(null, at.address, at.family)) as unknown as LookupFunction,
