@@ -29,6 +29,8 @@ import { SessionStore, type SessionTable, type ThreadLock } from './session.js';
 import { inWriteOrder, type StampableTable } from './writeOrder.js';
 import { createToolRegistry, defaultTools } from './tools/index.js';
 import { operationsAs, type OperationServer } from './tools/harperOps.js';
+import { DeliveryLog } from './watches/delivery.js';
+import { Watcher, type WatchTable } from './watches/watcher.js';
 import type { Scopes } from './tools/scopes.js';
 
 interface HarperGlobals {
@@ -90,6 +92,7 @@ const store = new SessionStore({
 const followups = new Followups(() => agentTable('AgentFollowup') as FollowupTable | undefined, node, (m) => logger.warn(m));
 const calls = new ModelCallLog(() => agentTable('AgentModelCall') as CallTable | undefined);
 const toolCalls = new ToolCallLog(() => agentTable('AgentToolCall') as LogTable | undefined);
+const deliveries = new DeliveryLog(() => agentTable('AgentWatchDelivery') as LogTable | undefined);
 const lifecycle = new Lifecycle(store, calls, followups, (m) => logger.info(m), toolCalls);
 const deps: OperationsDeps = {
   store,
@@ -114,8 +117,14 @@ const deps: OperationsDeps = {
   environment: hostEnvironment(PACKAGE.version, node),
   cluster,
   log: (m) => logger.warn(m),
+  watches: { watches: () => agentTable('AgentWatch') as WatchTable | undefined, states: () => agentTable('AgentWatchState') as WatchTable | undefined, deliveries },
 };
 const operations = afterReady(createOperations(deps));
+// Watches this node owns fire from one worker thread (agent/watches/watcher.ts), once the config is in force.
+if (workerIndex() === 0) {
+  const watcher = new Watcher({ loop: deps, ...deps.watches!, node, log: (m) => logger.warn(m) });
+  void ready.then(() => watcher.start());
+}
 // A window too small for any run, from harperdb-config.yaml, env or a flag (set_agent_config refuses one): said once.
 if (workerIndex() === 0) void ready.then(() => windowProblem(deps, configs.current())).then((problem) => problem && warn(`harper-agent: ${problem} Runs will end saying so until it is changed.`));
 followups.onDue = (f) => fireFollowup(deps, f);

@@ -19,6 +19,7 @@ import { sessionSummary, SessionNotFoundError, type SessionHeader } from './sess
 import { priceOf, totals } from './modelCalls.js';
 import { capabilities, runShape, windowProblem } from './modelCall.js';
 import { policiesFor } from './toolPolicy.js';
+import { watchOperations, type WatchOperationsDeps } from './watches/operations.js';
 import type { Cluster, Via } from './cluster.js';
 import type { FollowupStatus } from './followups.js';
 import { Lifecycle } from './lifecycle.js';
@@ -64,6 +65,8 @@ export interface OperationsDeps extends LoopDeps {
   cluster?: Cluster;
   /** Deleting, expiring and exporting sessions (agent/lifecycle.ts); built from the store when absent. */
   lifecycle?: Lifecycle;
+  /** The watches' tables (agent/watches/); absent, there are no watch operations. */
+  watches?: Omit<WatchOperationsDeps, 'loop' | 'node'>;
 }
 
 export interface User {
@@ -501,6 +504,7 @@ export function createOperations(deps: OperationsDeps): Record<string, Operation
       },
     },
   };
+  if (deps.watches) Object.assign(operations, watchOperations({ ...deps.watches, loop: deps, node }));
   // Every operation checks who calls it first (agent/access.ts): agent.roles, and the admin operations for a
   // super_user only. A forwarded request is checked again on the owner, with the caller's own credentials.
   for (const [name, op] of Object.entries(operations)) {
@@ -519,7 +523,10 @@ export function checkInput(op: Operation, input: Record<string, unknown>): void 
   if (!validate) validators.set(op, (validate = ajv.compile(op.schema)));
   if (validate(input)) return;
   const e = validate.errors![0]!;
-  const field = e.keyword === 'required' ? (e.params as { missingProperty: string }).missingProperty : e.keyword === 'additionalProperties' ? (e.params as { additionalProperty: string }).additionalProperty : e.instancePath.slice(1);
+  // A nested field by its dotted path (trigger.pattern).
+  const at = e.instancePath.slice(1).replace(/\//g, '.');
+  const leaf = e.keyword === 'required' ? (e.params as { missingProperty: string }).missingProperty : e.keyword === 'additionalProperties' ? (e.params as { additionalProperty: string }).additionalProperty : '';
+  const field = [at, leaf].filter(Boolean).join('.');
   const what = e.keyword === 'required' ? 'is required' : e.keyword === 'additionalProperties' ? 'is not a known field' : e.message;
   throw new HttpError(400, `${input.operation}: "${field}" ${what}`);
 }

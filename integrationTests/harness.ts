@@ -178,12 +178,14 @@ export class TestHarper {
   }
 }
 
-export async function bootHarper(extra: Partial<HarperOptions> = {}): Promise<TestHarper> {
+/** `prepare` writes into the root before Harper boots on it (a component of the test's own). */
+export async function bootHarper({ prepare, ...extra }: Partial<HarperOptions> & { prepare?: (rootPath: string) => void } = {}): Promise<TestHarper> {
   const rootPath = extra.rootPath ?? mkdtempSync(path.join(os.tmpdir(), 'harper-agent-it-'));
   // The default boot starts from the run's installed template root (templateRoot.ts), not from nothing.
   const plain = !extra.rootPath && (extra.mode ?? 'dev') === 'dev' && !extra.admin && !extra.env?.REPLICATION_HOSTNAME;
   const template = plain ? await templateRoot() : undefined;
   if (template) copyTemplate(template, rootPath);
+  prepare?.(rootPath);
   const options: HarperOptions = {
     rootPath,
     httpPort: await freePort(),

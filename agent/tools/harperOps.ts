@@ -46,7 +46,7 @@ async function run(ctx: ToolContext, body: Record<string, unknown>): Promise<unk
 
 /** An operation's answer as plain data: Harper answers some operations with an iterable of (promised) records, which
  * its HTTP layer would serialise; read here up to MAX_STREAMED entries, then a note saying to narrow the question. */
-async function settled(value: unknown): Promise<unknown> {
+export async function settled(value: unknown): Promise<unknown> {
   if (value === null || typeof value !== 'object' || Array.isArray(value) || Buffer.isBuffer(value)) return value;
   if (!(Symbol.asyncIterator in value) && !(Symbol.iterator in value)) return value;
   const out: unknown[] = [];
