@@ -352,7 +352,71 @@ async function loadAccess() {
   }
 }
 
+// ---- watches: each with its trigger, last firing and report; test, pause or resume, delete; a new one from JSON ----
+
+function watchActions(w) {
+  const act = (label, body, cls) => el('button', { type: 'button', class: cls ?? '', onclick: () => void watchOperation(body) }, label);
+  return [
+    act('Test', { operation: 'test_agent_watch', watch_id: w.watch_id }, 'test'),
+    w.status === 'active' ? act('Pause', { operation: 'update_agent_watch', watch_id: w.watch_id, status: 'paused' }, 'pause') : act('Resume', { operation: 'update_agent_watch', watch_id: w.watch_id, status: 'active' }, 'resume'),
+    act('Delete', { operation: 'delete_agent_watch', watch_id: w.watch_id }, 'danger delete'),
+  ];
+}
+
+function renderWatches(watches) {
+  $('watches').tBodies[0].replaceChildren(
+    ...watches.map((w) => {
+      const r = w.lastReport;
+      const found = r ? (r.whatHappened ?? r.answer ?? r.lastError ?? r.status) : '';
+      return el(
+        'tr',
+        { dataset: { id: w.watch_id } },
+        el('td', { class: 'name', title: w.watch_id }, w.name),
+        el('td', {}, el('span', { class: `status ${w.status}`, title: w.stoppedReason ?? '' }, w.status)),
+        el('td', { class: 'trigger' }, w.trigger.description),
+        el('td', { class: 'fired' }, w.lastFiredAt ? new Date(w.lastFiredAt).toLocaleString() : 'never'),
+        el('td', { class: 'report' }, r ? el('a', { href: `#session=${r.session_id}`, onclick: () => select(r.session_id), title: found }, found.length > 120 ? `${found.slice(0, 119)}…` : found) : ''),
+        el('td', { class: 'delivery' }, w.lastDelivery ? `${w.lastDelivery.status} (${w.lastDelivery.attempts})` : ''),
+        el('td', { class: 'actions' }, ...watchActions(w))
+      );
+    })
+  );
+  $('no-watches').hidden = watches.length > 0;
+}
+
+async function loadWatches() {
+  try {
+    renderWatches((await operation({ operation: 'list_agent_watches' })).watches);
+  } catch (error) {
+    notice(error.message);
+  }
+}
+
+async function watchOperation(body) {
+  notice(null);
+  if (body.operation === 'delete_agent_watch' && !confirm('Delete this watch? Its runs\' sessions stay.')) return;
+  try {
+    await operation(body);
+  } catch (error) {
+    notice(error.message);
+  }
+  await loadWatches();
+}
+
+$('watch-form').addEventListener('submit', async (event) => {
+  event.preventDefault();
+  let definition;
+  try {
+    definition = JSON.parse($('watch-definition').value);
+  } catch (error) {
+    return notice(`The watch is JSON: ${error.message}`);
+  }
+  await watchOperation({ operation: 'create_agent_watch', ...definition });
+});
+
 followList();
 loadAccess();
+loadWatches();
+setInterval(loadWatches, 3000);
 const fromHash = /session=([^&]+)/.exec(location.hash);
 select(fromHash ? decodeURIComponent(fromHash[1]) : null);

@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { messageView, type LiveEvent, type MessageView } from '../agent/sessionFeed.js';
 import { AgentClient, CliError, connectionFrom, EXIT } from './client.js';
-import { approvalLines, callsTable, compactionLines, configLines, previewLines, Progress, runLines, sessionsTable, transcript, type ApprovalView } from './render.js';
+import { approvalLines, callsTable, compactionLines, configLines, previewLines, Progress, runLines, sessionsTable, transcript, watchesTable, watchLines, type ApprovalView, type WatchView } from './render.js';
 
 const HELP = `harper-agent: talk to the Harper Agent on a Harper instance
 
@@ -26,6 +26,11 @@ usage:
                                                    harper-agent export ID > incident.md
   harper-agent approve ID APPROVAL [--deny]        answer a pending approval, then follow the run
   harper-agent config [key=value ...]              show agent.* config, or change keys (values as JSON, else text)
+  harper-agent watches                             list watches: trigger, runs, last report, delivery
+  harper-agent watch create '<JSON>'               create a watch: {"name", "trigger", "prompt", "limits", "delivery"}
+  harper-agent watch show|pause|resume|delete|test ID
+                                                   one watch; pause or resume it; delete it; fire it once now
+  harper-agent watch follow ID [--runs N]          follow a watch's runs live as they fire (N runs, else until ^C)
 
 connection:
   --url URL          operations API URL (env HARPER_AGENT_URL; default http://localhost:9925/)
@@ -58,6 +63,7 @@ interface Flags {
   cursor?: string;
   next?: string;
   focus?: string;
+  runs?: string;
   deny?: boolean;
   json?: boolean;
   full?: boolean;
@@ -76,6 +82,7 @@ const OPTIONS = {
   cursor: { type: 'string' },
   next: { type: 'string' },
   focus: { type: 'string' },
+  runs: { type: 'string' },
   deny: { type: 'boolean' },
   json: { type: 'boolean' },
   full: { type: 'boolean' },
@@ -305,9 +312,88 @@ export async function run(argv: string[], io: Io): Promise<number> {
       print(configLines(config), config);
       return EXIT.ok;
     }
+    case 'watches': {
+      needs(args, 0, 'watches');
+      const answer = await client.op({ operation: 'list_agent_watches' });
+      print(watchesTable(answer.watches), answer);
+      return EXIT.ok;
+    }
+    case 'watch':
+      return watchCommand(client, args, flags, io, json, print);
     default:
       throw new CliError(EXIT.usage, `unknown command ${JSON.stringify(command)}\n\n${HELP}`);
   }
+}
+
+/** `watch create|show|pause|resume|delete|test|follow`. */
+async function watchCommand(client: AgentClient, args: string[], flags: Flags, io: Io, json: boolean, print: (text: string, data: unknown) => void): Promise<number> {
+  const [sub, arg] = args;
+  const usage = 'watch create \'<JSON>\' | watch show|pause|resume|delete|test|follow ID';
+  needs(args, 2, usage);
+  switch (sub) {
+    case 'create': {
+      let definition: Record<string, unknown>;
+      try {
+        definition = JSON.parse(arg!);
+      } catch (error) {
+        throw new CliError(EXIT.usage, `watch create takes the watch as JSON: ${(error as Error).message}`);
+      }
+      const w = await client.op({ operation: 'create_agent_watch', ...definition });
+      print(watchLines(w), w);
+      return EXIT.ok;
+    }
+    case 'show':
+    case 'pause':
+    case 'resume': {
+      const w = sub === 'show' ? await client.op({ operation: 'get_agent_watch', watch_id: arg }) : await client.op({ operation: 'update_agent_watch', watch_id: arg, status: sub === 'pause' ? 'paused' : 'active' });
+      print(watchLines(w), w);
+      return EXIT.ok;
+    }
+    case 'delete': {
+      const answer = await client.op({ operation: 'delete_agent_watch', watch_id: arg });
+      print(`watch ${answer.watch_id} deleted (its runs' sessions stay)`, answer);
+      return EXIT.ok;
+    }
+    case 'test': {
+      const answer = await client.op({ operation: 'test_agent_watch', watch_id: arg });
+      print(`watch ${answer.watch_id}: fires once now on ${answer.node ?? 'this node'}; harper-agent watch follow ${answer.watch_id} shows the run`, answer);
+      return EXIT.ok;
+    }
+    case 'follow':
+      return followWatch(client, arg!, flags.runs === undefined ? Number.POSITIVE_INFINITY : Number(flags.runs), io, json);
+    default:
+      throw new CliError(EXIT.usage, `usage: harper-agent ${usage}`);
+  }
+}
+
+/** Follows a watch's runs as they fire: each new run's session followed live, then the watch's report of it. A run
+ * that fired before the follow began is not shown again. */
+async function followWatch(client: AgentClient, id: string, runs: number, io: Io, json: boolean): Promise<number> {
+  if (!(runs >= 1)) throw new CliError(EXIT.usage, '--runs is a whole number of runs, 1 or more');
+  const first = (await client.op({ operation: 'get_agent_watch', watch_id: id })) as WatchView;
+  if (!json) io.stdout.write(`following watch ${first.name} (${first.trigger.description}); waiting for it to fire\n`);
+  let last = first.lastSessionId ?? null;
+  for (let seen = 0; seen < runs; ) {
+    await new Promise((r) => setTimeout(r, 500));
+    const w = (await client.op({ operation: 'get_agent_watch', watch_id: id })) as WatchView & { firing?: string | null };
+    const current = w.firing ?? w.lastSessionId ?? null;
+    if (!current || current === last) continue;
+    last = current;
+    seen++;
+    if (!json) io.stdout.write(`fired: session ${current}\n`);
+    const result = await follow(client, current, 0, io, json);
+    report(result, io, json);
+    // The report is stored once the run settles.
+    for (let i = 0; i < 40; i++) {
+      const after = (await client.op({ operation: 'get_agent_watch', watch_id: id })) as WatchView & { lastReport?: { session_id?: string } };
+      if (after.lastReport && (after.lastReport as { session_id?: string }).session_id === current) {
+        if (!json) io.stdout.write(`${watchLines(after)}\n`);
+        break;
+      }
+      await new Promise((r) => setTimeout(r, 250));
+    }
+  }
+  return EXIT.ok;
 }
 
 export async function main(argv: string[], io: Io): Promise<number> {

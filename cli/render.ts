@@ -254,3 +254,52 @@ export function previewLines(p: PreviewView): string {
     p.compactionDue ? 'compaction due: the agent compacts before sending this (a summary call first)' : 'compaction due: no',
   ].join('\n');
 }
+
+/** A watch as list_agent_watches and get_agent_watch answer it (agent/watches/watch.ts publicWatch). */
+export interface WatchView {
+  watch_id: string;
+  name: string;
+  status: string;
+  stoppedReason: string | null;
+  node: string | null;
+  trigger: { description: string };
+  lastFiredAt?: number | null;
+  lastSessionId?: string | null;
+  fired?: number;
+  suppressed?: number;
+  pending?: { count: number } | null;
+  lastReport?: { status: string; whatHappened: string | null; answer: string | null; lastError: string | null; cost: { usd: number } } | null;
+  lastDelivery?: { status: string; attempts: number; lastError: string | null } | null;
+}
+
+export function watchesTable(watches: WatchView[]): string {
+  if (watches.length === 0) return 'no watches yet: harper-agent watch create \'{"name": …, "trigger": …, "prompt": …}\'';
+  return table(
+    ['WATCH', 'NAME', 'STATUS', 'TRIGGER', 'FIRED', 'LAST FIRED (UTC)', 'LAST REPORT', 'DELIVERY'],
+    watches.map((w) => [
+      w.watch_id,
+      w.name,
+      w.status,
+      clip(w.trigger.description, 60),
+      String(w.fired ?? 0),
+      w.lastFiredAt ? time(w.lastFiredAt) : '',
+      clip(reportLine(w.lastReport) ?? '', 60),
+      w.lastDelivery ? `${w.lastDelivery.status} (${w.lastDelivery.attempts})` : '',
+    ]),
+    new Set([4])
+  );
+}
+
+function reportLine(r: WatchView['lastReport']): string | null {
+  if (!r) return null;
+  return (r.whatHappened ?? r.answer ?? r.lastError ?? r.status).replace(/\s+/g, ' ');
+}
+
+/** One watch: its definition's gist, where its trigger stands, and its last report. */
+export function watchLines(w: WatchView): string {
+  const out = [`watch ${w.watch_id} · ${w.name} · ${w.status}${w.stoppedReason ? ` (${w.stoppedReason})` : ''} · on ${w.node ?? 'this node'}`, `trigger: ${w.trigger.description}`];
+  out.push(`fired ${w.fired ?? 0} time(s)${w.lastFiredAt ? `, last ${time(w.lastFiredAt)} (session ${w.lastSessionId})` : ''}; ${w.suppressed ?? 0} suppressed in a cool-down${w.pending ? `; ${w.pending.count} matching line(s) gathered, not fired yet` : ''}`);
+  if (w.lastReport) out.push(`last report (${w.lastReport.status}, $${w.lastReport.cost.usd.toFixed(4)}): ${reportLine(w.lastReport)}`);
+  if (w.lastDelivery) out.push(`delivery: ${w.lastDelivery.status} after ${w.lastDelivery.attempts} attempt(s)${w.lastDelivery.lastError ? `: ${w.lastDelivery.lastError}` : ''}`);
+  return out.join('\n');
+}

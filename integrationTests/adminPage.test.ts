@@ -248,6 +248,32 @@ describe('the admin page in headless Chromium', function () {
     expect(await page.locator(`#sessions tr[data-id="${id}"]`).count()).to.equal(0);
   });
 
+  it('lists watches; one created from the page fires on Test, its report shows and opens its session; Pause, Resume and Delete work', async () => {
+    await open();
+    await page.click('#new-watch summary');
+    await page.fill('#watch-definition', JSON.stringify({ name: 'page watch', status: 'paused', trigger: { type: 'schedule', everySeconds: 3600 }, prompt: 'summarize logs/page.log' }));
+    await page.click('#watch-form button[type=submit]');
+    const row = page.locator('#watches tr', { hasText: 'page watch' });
+    await row.waitFor();
+    const id = (await row.getAttribute('data-id'))!;
+    expect(await row.locator('td').allTextContents()).to.deep.equal(['page watch', 'paused', 'every 3600 s', 'never', '', '', 'TestResumeDelete']);
+    await row.locator('button.test').click();
+    await page.waitForFunction((watchId) => !!document.querySelector(`#watches tr[data-id="${watchId}"] td.report a`), id, { timeout: 30_000 });
+    const w = (await suite.h.op({ operation: 'get_agent_watch', watch_id: id })).body;
+    expect(await row.locator('td.report a').getAttribute('href')).to.equal(`#session=${w.lastSessionId}`);
+    expect(await row.locator('td.report a').getAttribute('title')).to.equal(w.lastReport.answer);
+    await row.locator('td.report a').click();
+    await page.waitForFunction((sid) => document.getElementById('session-title')?.textContent === sid, w.lastSessionId);
+    await row.locator('button.resume').click();
+    await page.waitForFunction((watchId) => document.querySelector(`#watches tr[data-id="${watchId}"] .status`)?.textContent === 'active', id);
+    await row.locator('button.pause').click();
+    await page.waitForFunction((watchId) => document.querySelector(`#watches tr[data-id="${watchId}"] .status`)?.textContent === 'paused', id);
+    page.once('dialog', (d) => void d.accept());
+    await row.locator('button.delete').click();
+    await page.waitForFunction((watchId) => !document.querySelector(`#watches tr[data-id="${watchId}"]`), id);
+    expect((await suite.h.op({ operation: 'get_agent_watch', watch_id: id })).status).to.equal(404);
+  });
+
   it('keeps following across a restart of Harper\'s worker threads: the page reconnects by itself', async () => {
     const done = await suite.h.prompt('hello');
     await open(`#session=${done.session_id}`);

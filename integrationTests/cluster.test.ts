@@ -310,6 +310,34 @@ describe('deployed with deploy_component on a two-node Harper cluster', function
     server.responder = undefined;
   });
 
+  it('a watch fires on the node that owns it only; one deleted through the other node stops firing', async () => {
+    expect((await a.h.setConfig({ provider: 'local' })).status).to.equal(200);
+    await eventually(async () => expect((await b.h.op({ operation: 'get_agent_config' })).body).to.include({ provider: 'local' }), 10_000);
+    const every = { trigger: { type: 'schedule', everySeconds: 1 }, prompt: 'summarize logs/cluster.log', limits: { runsPerHour: 60, coolDownSeconds: 0 } };
+    const onA = (await a.h.op({ operation: 'create_agent_watch', name: 'on-a', ...every })).body;
+    const onB = (await b.h.op({ operation: 'create_agent_watch', name: 'on-b', ...every })).body;
+    expect([onA.node, onB.node]).to.deep.equal([a.name, b.name]);
+    const runs = async (watchId: string) => ((await a.h.op({ operation: 'list_agent_sessions', limit: 1000 })).body.sessions as any[]).filter((x) => x.session_id.startsWith(`watch-${watchId}-`));
+    await eventually(async () => {
+      for (const w of [onA, onB]) expect((await runs(w.watch_id)).length).to.be.at.least(2);
+    }, 20_000);
+    for (const [w, owner] of [[onA, a], [onB, b]] as const) {
+      const got = (await owner.h.op({ operation: 'get_agent_watch', watch_id: w.watch_id })).body;
+      const sessions = await runs(w.watch_id);
+      // Every run on its owner, numbered once: two nodes firing would have written the same ids from both.
+      expect(new Set(sessions.map((x) => x.node))).to.deep.equal(new Set([owner.name]));
+      expect(sessions.length).to.be.at.most(got.fired);
+    }
+    // Deleted through B, A stops it at its next tick.
+    expect((await b.h.op({ operation: 'delete_agent_watch', watch_id: onA.watch_id })).status).to.equal(200);
+    await eventually(async () => expect((await a.h.op({ operation: 'get_agent_watch', watch_id: onA.watch_id })).status).to.equal(404), 10_000);
+    await new Promise((r) => setTimeout(r, 1500));
+    const settledCount = (await runs(onA.watch_id)).length;
+    await new Promise((r) => setTimeout(r, 2500));
+    expect((await runs(onA.watch_id)).length).to.equal(settledCount);
+    expect((await b.h.op({ operation: 'delete_agent_watch', watch_id: onB.watch_id })).status).to.equal(200);
+  });
+
   it("a session of A's deleted through B is gone from both nodes within seconds", async () => {
     server.reset([{ text: 'to be deleted' }]);
     const started = await a.h.op({ operation: 'agent_prompt', message: 'delete me later' });

@@ -3,7 +3,9 @@
 // 10,000 error lines a second for 5 s into its log when asked (GET /LogSpam).
 import { expect } from 'chai';
 import { appendFileSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { execFile, spawn } from 'node:child_process';
 import http from 'node:http';
+import { promisify } from 'node:util';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { bootHarper, type TestHarper } from './harness.js';
@@ -193,6 +195,29 @@ describe('watches: investigations that start themselves, with a report delivered
     const listed = (await h.op({ operation: 'list_agent_watches' })).body.watches.find((w: any) => w.watch_id === id);
     expect([listed.status, listed.runsLastHour]).to.deep.equal(['stopped', 2]);
     await h.op({ operation: 'delete_agent_watch', watch_id: id });
+  });
+
+  it('the CLI creates a watch, lists it, fires it and follows its run live to the report, and deletes it', async () => {
+    server.reset([{ text: REPORT }]);
+    const env = { ...process.env, ...h.cliEnv() };
+    const cli = (...args: string[]) => promisify(execFile)(process.execPath, ['dist/cli/main.js', ...args], { env });
+    const created = JSON.parse((await cli('watch', 'create', JSON.stringify({ name: 'cli', status: 'paused', trigger: { type: 'schedule', everySeconds: 3600 }, prompt: 'Check replication.' }), '--json')).stdout);
+    const id = created.watch_id as string;
+    const listed = (await cli('watches')).stdout.split('\n').find((l) => l.startsWith(id))!;
+    expect(listed.split(/\s{2,}/)).to.deep.equal([id, 'cli', 'paused', 'every 3600 s', '0']);
+    const follow = spawn(process.execPath, ['dist/cli/main.js', 'watch', 'follow', id, '--runs', '1'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    follow.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    const exited = new Promise<number | null>((r) => follow.on('close', r));
+    await until('the follow to start', async () => out, (o) => o.includes('waiting for it to fire'));
+    expect((await cli('watch', 'test', id)).stdout).to.equal(`watch ${id}: fires once now on ${created.node}; harper-agent watch follow ${id} shows the run\n`);
+    expect(await exited).to.equal(0);
+    const lines = out.split('\n');
+    expect(lines[0]).to.equal('following watch cli (every 3600 s); waiting for it to fire');
+    expect(lines[1]).to.equal(`fired: session watch-${id}-1`);
+    expect(out).to.contain(REPORT);
+    expect(out).to.match(/last report \(completed, \$0\.\d{4}\): A burst of LOGSPAM errors\.\n/);
+    expect((await cli('watch', 'delete', id)).stdout).to.equal(`watch ${id} deleted (its runs' sessions stay)\n`);
   });
 
   it('bad input: a pattern that does not compile, a cron that does not parse, a webhook the SSRF rules refuse, a limit out of bounds: 400 naming the field, nothing stored', async () => {
