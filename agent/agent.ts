@@ -37,6 +37,7 @@ export interface AgentConfig {
   followupMinSeconds: number;
   followupMaxSeconds: number;
   maxFollowups: number;
+  memoryRecallBytes: number;
   retainSessionsDays?: number;
   retainModelCallsDays?: number;
   autoApprove: boolean;

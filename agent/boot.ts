@@ -30,6 +30,7 @@ import { inWriteOrder, type StampableTable } from './writeOrder.js';
 import { createToolRegistry, defaultTools } from './tools/index.js';
 import { operationsAs, type OperationServer } from './tools/harperOps.js';
 import { DeliveryLog } from './watches/delivery.js';
+import { Memory, type MemoryTable } from './memory/memory.js';
 import { Watcher, type WatchTable } from './watches/watcher.js';
 import type { Scopes } from './tools/scopes.js';
 
@@ -118,6 +119,7 @@ const deps: OperationsDeps = {
   cluster,
   log: (m) => logger.warn(m),
   watches: { watches: () => agentTable('AgentWatch') as WatchTable | undefined, states: () => agentTable('AgentWatchState') as WatchTable | undefined, deliveries },
+  memory: new Memory(() => agentTable('AgentNote') as MemoryTable | undefined, () => agentTable('AgentRunbook') as MemoryTable | undefined),
 };
 const operations = afterReady(createOperations(deps));
 // Watches this node owns fire from one worker thread (agent/watches/watcher.ts), once the config is in force.

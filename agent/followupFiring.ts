@@ -2,6 +2,7 @@
 import { Models } from '../resources/models/models.js';
 import { type FireOutcome, type Followup } from './followups.js';
 import { startRun } from './loop.js';
+import { promptWithRecall } from './memory/recall.js';
 import type { LoopDeps } from './loopDeps.js';
 import { newRunner } from './runs.js';
 import { SessionNotFoundError } from './session.js';
@@ -57,7 +58,7 @@ export async function fireFollowup(deps: LoopDeps, f: Followup): Promise<FireOut
       s.node ??= deps.store.node;
       s.provider = config.provider;
       s.model = config.model ?? Models.get(config.provider)?.defaultModel ?? s.model;
-      return [{ role: 'user', content: followupPrompt(current), followup: current.followup_id }];
+      return [await promptWithRecall(deps, followupPrompt(current), { followup: current.followup_id })];
     }, undefined, () => followups.settle(current!, 'fired'));
     startRun(deps, f.session_id, runner, undefined, header.updatedAt);
   } catch (error) {

@@ -152,6 +152,7 @@ async function runSession(deps: LoopDeps, id: string, guard: RunGuard, signal: A
     // permissions; no user, no operations.
     const actingUser = config.user ?? session.user;
     if (actingUser && deps.operationsAs) ctx.operation = deps.operationsAs(actingUser);
+    if (deps.memory) ctx.memory = { memory: deps.memory, user: session.user, session_id: id };
     const followups = deps.followups;
     if (followups) {
       ctx.scheduleFollowup = async (args) => {

@@ -4,6 +4,7 @@ import type { User } from './operations.js';
 import type { ContextLimits } from './contextBudget.js';
 import type { HostEnvironment } from './environment.js';
 import type { Followups } from './followups.js';
+import type { Memory } from './memory/memory.js';
 import type { ModelCallLog } from './modelCalls.js';
 import type { LiveEvent } from './sessionFeed.js';
 import type { SessionStore } from './session.js';
@@ -38,6 +39,9 @@ export interface LoopDeps {
   config: () => AgentConfig;
   /** Scheduled follow-ups (AgentFollowup): schedule_followup stores them, this node fires its own (absent: none). */
   followups?: Followups;
+  /** Notes and runbooks (agent/memory/memory.ts): recalled into prompts, searched and written by the memory tools
+   * (absent: no memory). */
+  memory?: Memory;
   /** Where the agent runs: Harper's version, the node, threads, OS, Node, the agent's version (absent in unit tests). */
   environment?: HostEnvironment;
   log?: (message: string) => void;

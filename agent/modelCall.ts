@@ -40,8 +40,8 @@ export const budgetOf = (deps: LoopDeps, req: TurnRequest) =>
 
 /** What a run on `session` can do under `config`: Harper's operations only as a user (agent.user, else the session's
  * owner), data tools only with Harper's databases, follow-ups only where they are stored and not turned off. */
-export function capabilities(deps: Pick<LoopDeps, 'operationsAs' | 'databases' | 'followups'>, config: Pick<AgentConfig, 'user' | 'maxFollowups'>, owner: string | null | undefined): Capabilities {
-  return { operations: !!deps.operationsAs && !!(config.user ?? owner), data: !!deps.databases, followups: !!deps.followups && config.maxFollowups !== 0 };
+export function capabilities(deps: Pick<LoopDeps, 'operationsAs' | 'databases' | 'followups' | 'memory'>, config: Pick<AgentConfig, 'user' | 'maxFollowups'>, owner: string | null | undefined): Capabilities {
+  return { operations: !!deps.operationsAs && !!(config.user ?? owner), data: !!deps.databases, followups: !!deps.followups && config.maxFollowups !== 0, memory: !!deps.memory };
 }
 
 /** What a run's requests are shaped by besides the transcript: the config with its sizes fitted to the window, the
@@ -63,7 +63,7 @@ export interface RunShape {
  * estimate and preview_agent_request take it from. `ask` lets the server be asked for its window (a run passes its
  * backend's); without it what is kept or configured decides.
  */
-export async function runShape(deps: Pick<LoopDeps, 'operationsAs' | 'databases' | 'followups' | 'tools' | 'environment' | 'limits' | 'userOf'>, config: AgentConfig, t: ModelTarget, owner: string | null | undefined, ask?: () => Promise<ReportedWindow | undefined>): Promise<RunShape> {
+export async function runShape(deps: Pick<LoopDeps, 'operationsAs' | 'databases' | 'followups' | 'memory' | 'tools' | 'environment' | 'limits' | 'userOf'>, config: AgentConfig, t: ModelTarget, owner: string | null | undefined, ask?: () => Promise<ReportedWindow | undefined>): Promise<RunShape> {
   const counter = await counterFor(t.provider, t.model);
   const window = await windowOf(config, t, deps.limits, ask);
   const can = capabilities(deps, config, owner);
@@ -86,7 +86,7 @@ export async function windowProblem(deps: Pick<LoopDeps, 'tools' | 'environment'
   if (window === undefined) return null;
   const model = config.model ?? Models.get(config.provider)?.defaultModel ?? '';
   const counter = await counterFor(config.provider, model);
-  const all: Capabilities = { operations: true, data: true, followups: true };
+  const all: Capabilities = { operations: true, data: true, followups: true, memory: true };
   const fixed = estimateTokens({ system: systemText({ config, environment: deps.environment, tier: 'core' }), tools: deps.tools.specs(all, 'core'), messages: [] }, counter);
   const smallest = smallestWindow(config.maxTokens, fixed);
   if (window >= smallest) return null;

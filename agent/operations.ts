@@ -19,6 +19,8 @@ import { sessionSummary, SessionNotFoundError, type SessionHeader } from './sess
 import { priceOf, totals } from './modelCalls.js';
 import { capabilities, runShape, windowProblem } from './modelCall.js';
 import { policiesFor } from './toolPolicy.js';
+import { promptWithRecall } from './memory/recall.js';
+import { memoryOperations } from './memory/operations.js';
 import { watchOperations, type WatchOperationsDeps } from './watches/operations.js';
 import type { Cluster, Via } from './cluster.js';
 import type { FollowupStatus } from './followups.js';
@@ -148,6 +150,7 @@ export function createOperations(deps: OperationsDeps): Record<string, Operation
         }
         const id = (input.session_id as string | undefined) ?? (await store.create({ user: user.username ?? null, provider: config.provider, model: config.model ?? registration.defaultModel })).session_id;
         const runner = newRunner(node);
+        const prompt = await promptWithRecall(deps, message);
         const session = await store
           .mutate(id, (s) => {
             if (s.status === 'running' || s.status === 'awaiting_approval') {
@@ -159,7 +162,7 @@ export function createOperations(deps: OperationsDeps): Record<string, Operation
             s.node ??= node;
             s.provider = config.provider;
             s.model = config.model ?? registration.defaultModel;
-            return [{ role: 'user', content: message }];
+            return [prompt];
           })
           .catch((error) => {
             if (error instanceof SessionNotFoundError) throw new HttpError(404, error.message);
@@ -505,6 +508,7 @@ export function createOperations(deps: OperationsDeps): Record<string, Operation
     },
   };
   if (deps.watches) Object.assign(operations, watchOperations({ ...deps.watches, loop: deps, node }));
+  if (deps.memory) Object.assign(operations, memoryOperations(deps.memory));
   // Every operation checks who calls it first (agent/access.ts): agent.roles, and the admin operations for a
   // super_user only. A forwarded request is checked again on the owner, with the caller's own credentials.
   for (const [name, op] of Object.entries(operations)) {

@@ -145,7 +145,7 @@ export function workingSetCuts(messages: readonly StoredMessage[], budgetBytes: 
 export function plainMessage(m: Record<string, any>): StoredMessage {
   const out: Record<string, unknown> = { role: m.role, content: m.content };
   if (m.toolCalls) out.toolCalls = Array.from(m.toolCalls as Record<string, any>[], (c) => ({ id: c.id, name: c.name, arguments: plainArguments(c.arguments) }));
-  for (const key of ['toolCallId', 'name', 'isError', 'cut', 'keepFrom', 'compactedBy', 'detail', 'followup'] as const) if (m[key] !== undefined && m[key] !== null) out[key] = m[key];
+  for (const key of ['toolCallId', 'name', 'isError', 'cut', 'keepFrom', 'compactedBy', 'detail', 'followup', 'recall'] as const) if (m[key] !== undefined && m[key] !== null) out[key] = m[key];
   if (m.at !== undefined && m.at !== null) out.at = millis(m.at);
   return out as unknown as StoredMessage;
 }

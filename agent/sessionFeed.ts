@@ -25,6 +25,8 @@ export interface MessageView {
   cut?: 'cap' | 'context' | 'workingSet';
   /** A prompt that was a scheduled follow-up: its id. */
   followup?: string;
+  /** What the agent's memory recalled for a prompt (sent to the model after it). */
+  recall?: string;
   at?: number;
 }
 
@@ -40,6 +42,7 @@ export function messageView(m: StoredMessage, index: number): MessageView {
   }
   if (m.role === 'assistant' && m.toolCalls?.length) view.toolCalls = m.toolCalls;
   if (m.role === 'user' && m.followup) view.followup = m.followup;
+  if (m.role === 'user' && m.recall) view.recall = m.recall;
   if (m.role === 'tool') {
     view.name = m.name;
     view.toolCallId = m.toolCallId;

@@ -20,7 +20,7 @@ describe('Harper operations as tools', () => {
   it('are in the default tools after the file and data tools, before http_fetch, with no name twice', () => {
     const names = defaultTools.map((t) => t.name);
     expect(new Set(names).size).to.equal(names.length);
-    expect(names.slice(-20)).to.deep.equal(['system_information', 'read_log', 'describe_all', 'describe_database', 'cluster_status', 'get_components', 'get_configuration', 'get_status', 'list_metrics', 'get_analytics', 'get_job', 'search_jobs_by_start_date', 'list_users', 'list_roles', 'harper_operation', 'http_fetch', 'schedule_followup', 'profile_cpu', 'heap_usage', 'harper_best_practice']);
+    expect(names.slice(-23)).to.deep.equal(['system_information', 'read_log', 'describe_all', 'describe_database', 'cluster_status', 'get_components', 'get_configuration', 'get_status', 'list_metrics', 'get_analytics', 'get_job', 'search_jobs_by_start_date', 'list_users', 'list_roles', 'harper_operation', 'http_fetch', 'schedule_followup', 'profile_cpu', 'heap_usage', 'harper_best_practice', 'remember', 'search_memory', 'read_runbook']);
   });
 
   it('send the operation with the model\'s arguments', async () => {

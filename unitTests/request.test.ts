@@ -123,24 +123,24 @@ describe('the tools a request offers: only those the run can use', () => {
   const all = createToolRegistry(defaultTools);
   const names = (can?: Capabilities) => all.specs(can).map((t) => t.name);
 
-  it('leaves out what needs operations, data or follow-ups the run lacks, in the registry order otherwise', () => {
+  it('leaves out what needs operations, data, follow-ups or memory the run lacks, in the registry order otherwise', () => {
     const everything = names();
-    expect(names({ operations: true, data: true, followups: true })).to.deep.equal(everything);
-    const bare = names({ operations: false, data: false, followups: false });
+    expect(names({ operations: true, data: true, followups: true, memory: true })).to.deep.equal(everything);
+    const bare = names({ operations: false, data: false, followups: false, memory: false });
     // The same order, fewer tools: every file tool and the agent's own extras stay.
     expect(bare).to.deep.equal(everything.filter((n) => bare.includes(n)));
     expect(bare).to.deep.equal(['read_file', 'tail_file', 'list_dir', 'write_file', 'grep_files', 'http_fetch', 'profile_cpu', 'heap_usage', 'harper_best_practice']);
     expect(bare).to.include.members(['read_file', 'tail_file', 'list_dir', 'grep_files', 'write_file', 'http_fetch']);
-    expect(bare).to.not.include.members(['describe_tables', 'schedule_followup', 'read_log', 'harper_operation']);
+    expect(bare).to.not.include.members(['describe_tables', 'schedule_followup', 'read_log', 'harper_operation', 'remember', 'search_memory', 'read_runbook']);
     const bytes = (list: string[]) => Buffer.byteLength(JSON.stringify(all.specs().filter((t) => list.includes(t.name))));
     console.log(`      tool specs: ${everything.length} tools ${bytes(everything).toLocaleString('en-US')} bytes; with no operations, data or follow-ups ${bare.length} tools ${bytes(bare).toLocaleString('en-US')} bytes`);
   });
 
   it('a run as a user gets the operation tools; one with no user, agent.maxFollowups 0 or no databases does not', () => {
     const deps = { operationsAs: () => async () => ({}), databases: {}, followups: {} as never };
-    expect(capabilities(deps, { maxFollowups: 5 }, 'alice')).to.deep.equal({ operations: true, data: true, followups: true });
-    expect(capabilities(deps, { maxFollowups: 5, user: 'ops-bot' }, null)).to.deep.equal({ operations: true, data: true, followups: true });
-    expect(capabilities(deps, { maxFollowups: 0 }, null)).to.deep.equal({ operations: false, data: true, followups: false });
-    expect(capabilities({}, { maxFollowups: 5 }, 'alice')).to.deep.equal({ operations: false, data: false, followups: false });
+    expect(capabilities(deps, { maxFollowups: 5 }, 'alice')).to.deep.equal({ operations: true, data: true, followups: true, memory: false });
+    expect(capabilities(deps, { maxFollowups: 5, user: 'ops-bot' }, null)).to.deep.equal({ operations: true, data: true, followups: true, memory: false });
+    expect(capabilities(deps, { maxFollowups: 0 }, null)).to.deep.equal({ operations: false, data: true, followups: false, memory: false });
+    expect(capabilities({}, { maxFollowups: 5 }, 'alice')).to.deep.equal({ operations: false, data: false, followups: false, memory: false });
   });
 });

@@ -34,9 +34,12 @@ export function systemText(policy: { config: Pick<AgentConfig, 'systemPromptAppe
   return systemPrompt(policy.config.systemPromptAppend, policy.environment && environmentBlock(policy.environment), policy.tier === 'core');
 }
 
-/** A message as the model is sent it: a prompt ends with the time it was sent (stored prompts carry `at`). */
+/** A message as the model is sent it: a prompt, then what memory recalled for it (stored with it, so every later
+ * request repeats it byte for byte), then the time it was sent (stored prompts carry `at`). */
 function asSent(m: Message): Message {
-  return m.role === 'user' && m.at ? { ...m, content: m.content + sentLine(m.at) } : m;
+  if (m.role !== 'user' || (!m.at && !m.recall)) return m;
+  const { recall, ...prompt } = m;
+  return { ...prompt, content: m.content + (recall ? `\n\n${recall}` : '') + (m.at ? sentLine(m.at) : '') };
 }
 
 /** The transcript with the working set's cuts applied, as the loop stores them before its next call (a copy). */

@@ -11,6 +11,7 @@ import { scheduleFollowupTool } from './followupTool.js';
 import { threadTools } from './threadTools.js';
 import type { ToolTier } from '../context/window.js';
 import type { Capabilities, Tool } from './types.js';
+import { memoryTools } from './memoryTools.js';
 
 const Ajv = AjvModule.default ?? AjvModule;
 
@@ -66,4 +67,4 @@ export function composeTools(...sources: Tool[][]): Tool[] {
   return [...byName.values()];
 }
 
-export const defaultTools: Tool[] = composeTools([...fsTools, grepFilesTool], dataTools, harperOperationTools, [httpFetchTool, scheduleFollowupTool, ...threadTools, bestPracticeTool]);
+export const defaultTools: Tool[] = composeTools([...fsTools, grepFilesTool], dataTools, harperOperationTools, [httpFetchTool, scheduleFollowupTool, ...threadTools, bestPracticeTool], memoryTools);

@@ -1,5 +1,6 @@
 // A tool is its schema, its handler and its result shape in one place (see fsTools.ts). This is the shared shape.
 import type { Followup } from '../followups.js';
+import type { RunMemory } from './memoryTools.js';
 import type { Scopes } from './scopes.js';
 
 export interface ToolContext {
@@ -17,6 +18,8 @@ export interface ToolContext {
   allowOperations?: string[];
   /** Stores a follow-up for the run's session (schedule_followup); absent: follow-ups are not available. */
   scheduleFollowup?: (args: { delaySeconds?: unknown; at?: unknown; message: string }) => Promise<Followup>;
+  /** The agent's memory, with the run's user and session (remember, search_memory, read_runbook). */
+  memory?: RunMemory;
 }
 
 export interface Tool {
@@ -49,6 +52,8 @@ export interface Capabilities {
   data: boolean;
   /** Follow-ups can be stored and agent.maxFollowups is not 0. */
   followups: boolean;
+  /** The agent's memory (notes and runbooks: agent/memory/memory.ts) is there. */
+  memory?: boolean;
 }
 
 /** A refusal or bad input the model can act on: its message becomes the error observation. */

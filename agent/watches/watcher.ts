@@ -15,6 +15,7 @@ import { newRunner, runnerMayBeAlive } from '../runs.js';
 import { settled as plainAnswer } from '../tools/harperOps.js';
 import { afterAttempt, attemptDelivery, attemptRecord, type DeliveryLog } from './delivery.js';
 import { buildReport, deliveryBody, watchPrompt } from './report.js';
+import { promptWithRecall } from '../memory/recall.js';
 import { burstReady, downConnections, held, logEvidence, metricHolds, newestSample, readLog, scheduleDue } from './triggers.js';
 import { describeTrigger, freshState, toState, toWatch, watchRow, type Evidence, type Watch, type WatchState } from './watch.js';
 
@@ -231,13 +232,14 @@ export class Watcher {
       if (!/already exists/.test(String(error))) throw error;
     });
     const runner = newRunner(store.node);
+    const prompt = await promptWithRecall(loop, watchPrompt(w, firing.evidence, firing.at));
     const header = await store.mutate(firing.session_id, (s) => {
       if (s.messageCount > 0) return; // started before a restart
       s.status = 'running';
       s.lastError = null;
       s.runner = runner;
       s.node ??= store.node;
-      return [{ role: 'user', content: watchPrompt(w, firing.evidence, firing.at) }];
+      return [prompt];
     });
     if (header.runner !== runner) return;
     const limited: LoopDeps = { ...loop, config: () => withCostLimit(loop.config(), w.limits.maxCostUsd) };

@@ -218,13 +218,18 @@ export const CURRENT_PROMPT_HEADING = "The operator's prompt being answered, kep
 
 /** The line a prompt is sent with: when the operator sent it (agent/context/request.ts). In the prompt, not the system
  * prompt, so the time never changes a byte of what came before it. */
+/** Opens what the agent's memory recalled for a prompt (agent/memory/memory.ts), sent between it and its sent line. */
+export const RECALL_HEADING = 'Notes about this instance from earlier sessions (agent memory; check before relying on one):';
 export const sentLine = (at: number) => `\n\n[sent ${new Date(at).toISOString().replace(/\.\d{3}Z$/, 'Z')}]`;
 const SENT_LINE = /\n\n\[sent \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\]$/;
 
 /** What a user message asks: itself (without the line saying when it was sent) or, for a compaction summary that
  * restates the prompt being answered, that prompt. */
 export function promptText(content: string): string {
-  const asked = content.replace(SENT_LINE, '');
+  const sent = content.replace(SENT_LINE, '');
+  // What the agent's memory recalled for it is context, not the question.
+  const recalled = sent.indexOf(`\n\n${RECALL_HEADING}`);
+  const asked = recalled < 0 ? sent : sent.slice(0, recalled);
   const at = asked.lastIndexOf(`\n\n${CURRENT_PROMPT_HEADING}`);
   if (at < 0) return asked;
   const body = asked.slice(at + 2);

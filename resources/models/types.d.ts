@@ -10,8 +10,9 @@ export interface ToolCall {
 }
 
 export type Message =
-  /** followup: the AgentFollowup id when the prompt was a follow-up the model scheduled (schedule_followup). */
-  | { role: 'user'; content: string; at?: number; followup?: string }
+  /** followup: the AgentFollowup id when the prompt was a follow-up the model scheduled (schedule_followup); recall:
+   * the notes the agent's memory recalled for it, sent after it (agent/memory/recall.ts). */
+  | { role: 'user'; content: string; at?: number; followup?: string; recall?: string }
   | { role: 'assistant'; content: string; toolCalls?: ToolCall[]; at?: number }
   | {
       role: 'tool';
