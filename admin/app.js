@@ -414,8 +414,63 @@ $('watch-form').addEventListener('submit', async (event) => {
   await watchOperation({ operation: 'create_agent_watch', ...definition });
 });
 
+// ---- notes: the agent's memory of this instance; each can be edited in place or deleted ----
+
+function renderNotes(notes) {
+  $('notes').tBodies[0].replaceChildren(
+    ...notes.map((n) => {
+      const text = el('td', { class: 'text' }, n.text);
+      const editButton = el('button', { type: 'button', class: 'edit' }, 'Edit');
+      const row = el(
+        'tr',
+        { dataset: { id: n.note_id } },
+        text,
+        el('td', { class: 'scope' }, n.scope ? `${n.scope.kind} ${n.scope.name}` : ''),
+        el('td', { class: 'by', title: new Date(n.updatedAt).toLocaleString() }, n.user ?? ''),
+        el('td', { class: 'actions' }, editButton, el('button', { type: 'button', class: 'danger delete', onclick: () => void noteOperation({ operation: 'delete_agent_note', note_id: n.note_id }, 'Delete this note?') }, 'Delete'))
+      );
+      editButton.addEventListener('click', () => {
+        const area = el('textarea', { rows: 3, maxlength: 1000 });
+        area.value = n.text;
+        text.replaceChildren(area, el('button', { type: 'button', class: 'save', onclick: () => void noteOperation({ operation: 'update_agent_note', note_id: n.note_id, text: area.value }) }, 'Save'), el('button', { type: 'button', class: 'cancel', onclick: () => void loadNotes() }, 'Cancel'));
+        area.focus();
+      });
+      return row;
+    })
+  );
+  $('no-notes').hidden = notes.length > 0;
+}
+
+async function loadNotes() {
+  try {
+    renderNotes((await operation({ operation: 'list_agent_notes' })).notes);
+  } catch (error) {
+    notice(error.message);
+  }
+}
+
+async function noteOperation(body, ask) {
+  notice(null);
+  if (ask && !confirm(ask)) return;
+  try {
+    await operation(body);
+  } catch (error) {
+    notice(error.message);
+  }
+  await loadNotes();
+}
+
+$('note-form').addEventListener('submit', async (event) => {
+  event.preventDefault();
+  const text = $('note-text').value.trim();
+  if (!text) return;
+  await noteOperation({ operation: 'add_agent_note', text });
+  $('note-text').value = '';
+});
+
 followList();
 loadAccess();
+loadNotes();
 loadWatches();
 setInterval(loadWatches, 3000);
 const fromHash = /session=([^&]+)/.exec(location.hash);

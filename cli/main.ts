@@ -1,12 +1,12 @@
 #!/usr/bin/env node
 // harper-agent: the agent's command line. Sends the agent's operations to Harper's operations API and follows a
 // run live through the session's event stream (agent/sessionFeed.ts), printing each tool call and result size.
-import { realpathSync } from 'node:fs';
+import { readFileSync, realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { messageView, type LiveEvent, type MessageView } from '../agent/sessionFeed.js';
 import { AgentClient, CliError, connectionFrom, EXIT } from './client.js';
-import { approvalLines, callsTable, compactionLines, configLines, previewLines, Progress, runLines, sessionsTable, transcript, watchesTable, watchLines, type ApprovalView, type WatchView } from './render.js';
+import { approvalLines, callsTable, compactionLines, configLines, notesTable, previewLines, Progress, runbooksTable, runLines, sessionsTable, transcript, watchesTable, watchLines, type ApprovalView, type WatchView } from './render.js';
 
 const HELP = `harper-agent: talk to the Harper Agent on a Harper instance
 
@@ -26,6 +26,11 @@ usage:
                                                    harper-agent export ID > incident.md
   harper-agent approve ID APPROVAL [--deny]        answer a pending approval, then follow the run
   harper-agent config [key=value ...]              show agent.* config, or change keys (values as JSON, else text)
+  harper-agent notes [--query TEXT]                the agent's notes about this instance (the best matches for TEXT)
+  harper-agent note add "<text>" [--scope KIND:NAME] | note edit ID "<text>" | note delete ID
+                                                   add, change or delete a note (KIND: component, log, table, database)
+  harper-agent runbooks [--tag TAG]                the runbooks the model can search and read
+  harper-agent runbook add FILE --title "<title>" [--tags a,b] | runbook delete ID
   harper-agent watches                             list watches: trigger, runs, last report, delivery
   harper-agent watch create '<JSON>'               create a watch: {"name", "trigger", "prompt", "limits", "delivery"}
   harper-agent watch show|pause|resume|delete|test ID
@@ -64,6 +69,10 @@ interface Flags {
   next?: string;
   focus?: string;
   runs?: string;
+  query?: string;
+  scope?: string;
+  tag?: string;
+  tags?: string;
   deny?: boolean;
   json?: boolean;
   full?: boolean;
@@ -83,6 +92,10 @@ const OPTIONS = {
   next: { type: 'string' },
   focus: { type: 'string' },
   runs: { type: 'string' },
+  query: { type: 'string' },
+  scope: { type: 'string' },
+  tag: { type: 'string' },
+  tags: { type: 'string' },
   deny: { type: 'boolean' },
   json: { type: 'boolean' },
   full: { type: 'boolean' },
@@ -312,6 +325,39 @@ export async function run(argv: string[], io: Io): Promise<number> {
       print(configLines(config), config);
       return EXIT.ok;
     }
+    case 'notes': {
+      needs(args, 0, 'notes [--query TEXT]');
+      const answer = await client.op({ operation: 'list_agent_notes', ...(flags.query ? { query: flags.query } : {}) });
+      print(notesTable(answer.notes), answer);
+      return EXIT.ok;
+    }
+    case 'note':
+      return noteCommand(client, args, flags, print);
+    case 'runbooks': {
+      needs(args, 0, 'runbooks [--tag TAG]');
+      const answer = await client.op({ operation: 'list_agent_runbooks', ...(flags.tag ? { tag: flags.tag } : {}) });
+      print(runbooksTable(answer.runbooks), answer);
+      return EXIT.ok;
+    }
+    case 'runbook': {
+      const [sub, arg] = args;
+      if (sub === 'delete' && args.length === 2) {
+        const answer = await client.op({ operation: 'delete_agent_runbook', runbook_id: arg });
+        print(`runbook ${answer.runbook_id} deleted`, answer);
+        return EXIT.ok;
+      }
+      if (sub !== 'add' || args.length !== 2 || !flags.title) throw new CliError(EXIT.usage, 'usage: harper-agent runbook add FILE --title "<title>" [--tags a,b] | runbook delete ID');
+      let body: string;
+      try {
+        body = readFileSync(arg!, 'utf8');
+      } catch (error) {
+        throw new CliError(EXIT.usage, `cannot read ${arg}: ${(error as NodeJS.ErrnoException).code ?? error}`);
+      }
+      const tags = flags.tags ? flags.tags.split(',').map((t) => t.trim()).filter(Boolean) : [];
+      const answer = await client.op({ operation: 'add_agent_runbook', title: flags.title, tags, body });
+      print(`runbook ${answer.runbook_id} added: "${answer.title}", ${answer.bytes.toLocaleString('en-US')} bytes${tags.length ? `, tags ${tags.join(', ')}` : ''}`, answer);
+      return EXIT.ok;
+    }
     case 'watches': {
       needs(args, 0, 'watches');
       const answer = await client.op({ operation: 'list_agent_watches' });
@@ -323,6 +369,29 @@ export async function run(argv: string[], io: Io): Promise<number> {
     default:
       throw new CliError(EXIT.usage, `unknown command ${JSON.stringify(command)}\n\n${HELP}`);
   }
+}
+
+/** `note add|edit|delete`. */
+async function noteCommand(client: AgentClient, args: string[], flags: Flags, print: (text: string, data: unknown) => void): Promise<number> {
+  const [sub, a, b] = args;
+  const usage = 'usage: harper-agent note add "<text>" [--scope KIND:NAME] | note edit ID "<text>" | note delete ID';
+  let scope: { kind: string; name: string } | undefined;
+  if (flags.scope !== undefined) {
+    const at = flags.scope.indexOf(':');
+    if (at <= 0) throw new CliError(EXIT.usage, '--scope is KIND:NAME, e.g. component:logspam');
+    scope = { kind: flags.scope.slice(0, at), name: flags.scope.slice(at + 1) };
+  }
+  if (sub === 'add' && args.length === 2) {
+    const n = await client.op({ operation: 'add_agent_note', text: a, ...(scope ? { scope } : {}) });
+    print(`note ${n.note_id} added`, n);
+  } else if (sub === 'edit' && args.length === 3) {
+    const n = await client.op({ operation: 'update_agent_note', note_id: a, text: b, ...(scope ? { scope } : {}) });
+    print(`note ${n.note_id} changed`, n);
+  } else if (sub === 'delete' && args.length === 2) {
+    const n = await client.op({ operation: 'delete_agent_note', note_id: a });
+    print(`note ${n.note_id} deleted`, n);
+  } else throw new CliError(EXIT.usage, usage);
+  return EXIT.ok;
 }
 
 /** `watch create|show|pause|resume|delete|test|follow`. */

@@ -303,3 +303,21 @@ export function watchLines(w: WatchView): string {
   if (w.lastDelivery) out.push(`delivery: ${w.lastDelivery.status} after ${w.lastDelivery.attempts} attempt(s)${w.lastDelivery.lastError ? `: ${w.lastDelivery.lastError}` : ''}`);
   return out.join('\n');
 }
+
+export interface NoteView {
+  note_id: string;
+  text: string;
+  scope: { kind: string; name: string } | null;
+  user: string | null;
+  updatedAt: number;
+}
+
+export function notesTable(notes: NoteView[]): string {
+  if (notes.length === 0) return 'no notes yet: harper-agent note add "<a fact about this instance>"';
+  return table(['NOTE', 'SCOPE', 'BY', 'UPDATED (UTC)', 'TEXT'], notes.map((n) => [n.note_id, n.scope ? `${n.scope.kind} ${n.scope.name}` : '', n.user ?? '', time(n.updatedAt), clip(n.text, 100)]), new Set());
+}
+
+export function runbooksTable(runbooks: { runbook_id: string; title: string; tags: string[]; bytes: number }[]): string {
+  if (runbooks.length === 0) return 'no runbooks yet: harper-agent runbook add FILE --title "<title>" [--tags a,b]';
+  return table(['RUNBOOK', 'TITLE', 'TAGS', 'BYTES'], runbooks.map((r) => [r.runbook_id, clip(r.title, 60), r.tags.join(', '), r.bytes.toLocaleString('en-US')]), new Set([3]));
+}

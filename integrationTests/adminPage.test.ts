@@ -274,6 +274,31 @@ describe('the admin page in headless Chromium', function () {
     expect((await suite.h.op({ operation: 'get_agent_watch', watch_id: id })).status).to.equal(404);
   });
 
+  it('shows the notes; one added from the page is listed, edited in place and deleted, as Harper has them', async () => {
+    await open();
+    await page.fill('#note-text', 'Warnings from component pagelog are harmless.');
+    await page.click('#note-form button[type=submit]');
+    await page.locator('#notes tr', { hasText: 'pagelog' }).waitFor();
+    const id = (await page.locator('#notes tr', { hasText: 'pagelog' }).getAttribute('data-id'))!;
+    const row = page.locator(`#notes tr[data-id="${id}"]`);
+    expect(await row.locator('td').allTextContents()).to.deep.equal(['Warnings from component pagelog are harmless.', '', suite.h.harper.admin.username, 'EditDelete']);
+    await row.locator('button.edit').click();
+    await row.locator('td.text textarea').fill('Warnings from component pagelog are harmless: it retries.');
+    await row.locator('button.save').click();
+    await page.waitForFunction((noteId) => document.querySelector(`#notes tr[data-id="${noteId}"] td.text`)?.textContent === 'Warnings from component pagelog are harmless: it retries.', id);
+    expect((await suite.h.op({ operation: 'list_agent_notes' })).body.notes.find((n: any) => n.note_id === id).text).to.equal('Warnings from component pagelog are harmless: it retries.');
+    // A key is refused, with the reason on the page, and nothing changes.
+    await row.locator('button.edit').click();
+    await row.locator('td.text textarea').fill('-----BEGIN PRIVATE KEY-----');
+    await row.locator('button.save').click();
+    await page.waitForFunction(() => !document.getElementById('notice')!.hidden);
+    expect(await page.locator('#notice').textContent()).to.equal('400: the note holds key material (a PEM armor line): it is not stored; leave the key out');
+    page.once('dialog', (d) => void d.accept());
+    await page.locator(`#notes tr[data-id="${id}"] button.delete`).click();
+    await page.waitForFunction((noteId) => !document.querySelector(`#notes tr[data-id="${noteId}"]`), id);
+    expect((await suite.h.op({ operation: 'list_agent_notes' })).body.notes.some((n: any) => n.note_id === id)).to.equal(false);
+  });
+
   it('keeps following across a restart of Harper\'s worker threads: the page reconnects by itself', async () => {
     const done = await suite.h.prompt('hello');
     await open(`#session=${done.session_id}`);

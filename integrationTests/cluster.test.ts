@@ -338,6 +338,39 @@ describe('deployed with deploy_component on a two-node Harper cluster', function
     expect((await b.h.op({ operation: 'delete_agent_watch', watch_id: onB.watch_id })).status).to.equal(200);
   });
 
+  it('a note approved in a session on A is recalled in a new session on B, in its first request; deleted on B, it is gone from A\'s next request', async () => {
+    expect((await a.h.setConfig(providerSettings('openai', server))).status).to.equal(200);
+    await eventually(async () => expect((await b.h.op({ operation: 'get_agent_config' })).body).to.include({ provider: 'openai' }), 10_000);
+    const text = 'The bulkloader component spikes CPU every night at 02:00 UTC; that is the nightly import, expected.';
+    server.reset([{ toolCalls: [{ name: 'remember', arguments: { text, scope: { kind: 'component', name: 'bulkloader' } } }] }, { text: 'noted' }]);
+    const started = await a.h.op({ operation: 'agent_prompt', message: 'remember that the bulkloader CPU spike at 02:00 is the nightly import' });
+    const paused = await eventually(async () => {
+      const s = await session(a, started.body.session_id);
+      expect(s.status).to.equal('awaiting_approval');
+      return s;
+    }, 10_000);
+    await a.h.op({ operation: 'approve_agent_action', session_id: paused.session_id, approval_id: paused.pendingApprovals[0].approval_id, approved: true });
+    const note = await eventually(async () => {
+      const [n] = (await b.h.op({ operation: 'list_agent_notes' })).body.notes;
+      expect(n).to.include({ text, session_id: paused.session_id });
+      return n;
+    }, 10_000);
+    const firstPromptOf = (message: string) => server.requests.find((r) => r.neutral.messages[0]?.text.startsWith(message))!.neutral.messages[0]!.text;
+    server.reset([{ text: 'that is the nightly import' }]);
+    const onB = await b.h.op({ operation: 'agent_prompt', message: 'why does bulkloader use all the CPU at 2am?' });
+    await eventually(async () => expect((await session(b, onB.body.session_id)).status).to.equal('completed'), 10_000);
+    expect(firstPromptOf('why does bulkloader use all the CPU at 2am?')).to.contain(`component bulkloader · ${a.h.harper.admin.username}`).and.contain(text);
+    expect((await b.h.op({ operation: 'delete_agent_note', note_id: note.note_id })).status).to.equal(200);
+    await eventually(async () => expect((await a.h.op({ operation: 'list_agent_notes' })).body.notes).to.deep.equal([]), 10_000);
+    server.reset([{ text: 'no note now' }, { text: 'no note now' }]);
+    for (let i = 0; i < 2; i++) {
+      // Both of A's threads: each keeps its own index, and each must have dropped the note.
+      const again = await a.h.op({ operation: 'agent_prompt', message: `bulkloader CPU at 2am, take ${i}?` });
+      await eventually(async () => expect((await session(a, again.body.session_id)).status).to.equal('completed'), 10_000);
+      expect(firstPromptOf(`bulkloader CPU at 2am, take ${i}?`)).to.not.contain(text);
+    }
+  });
+
   it("a session of A's deleted through B is gone from both nodes within seconds", async () => {
     server.reset([{ text: 'to be deleted' }]);
     const started = await a.h.op({ operation: 'agent_prompt', message: 'delete me later' });

@@ -2,6 +2,11 @@
 // its session, and is recalled into a later session's first request, after the stable prefix; deleted, it is gone
 // from the next. A 200 KB runbook is found by its tag and read in pages; a note holding a key is refused.
 import { expect } from 'chai';
+import { execFile } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
 import type { NeutralRequest } from './providerServer/server.js';
 import { providerSuite } from './providerSuite.js';
 import { providerSettings } from './recoveryScenarios.js';
@@ -82,6 +87,27 @@ describe("the agent's memory: notes recalled into prompts, runbooks read in page
       server.responder = undefined;
       await h.op({ operation: 'delete_agent_runbook', runbook_id: added.runbook_id });
     }
+  });
+
+  it('the CLI adds, lists, edits and deletes notes, and adds and lists runbooks', async () => {
+    const { h } = suite;
+    const cli = (...args: string[]) => promisify(execFile)(process.execPath, ['dist/cli/main.js', ...args], { env: { ...process.env, ...h.cliEnv() } });
+    const added = JSON.parse((await cli('note', 'add', 'Component geoip refreshes its database on Sundays.', '--scope', 'component:geoip', '--json')).stdout);
+    expect(added).to.include({ text: 'Component geoip refreshes its database on Sundays.', user: h.harper.admin.username });
+    expect(added.scope).to.deep.equal({ kind: 'component', name: 'geoip' });
+    const row = (await cli('notes', '--query', 'geoip')).stdout.split('\n')[1]!.split(/\s{2,}/);
+    expect([row[0], row[1], row[2], row[4]]).to.deep.equal([added.note_id, 'component geoip', h.harper.admin.username, 'Component geoip refreshes its database on Sundays.']);
+    expect((await cli('note', 'edit', added.note_id, 'Component geoip refreshes on Sundays at 03:00.')).stdout).to.equal(`note ${added.note_id} changed\n`);
+    expect((await h.op({ operation: 'list_agent_notes' })).body.notes.find((n: any) => n.note_id === added.note_id).text).to.equal('Component geoip refreshes on Sundays at 03:00.');
+    expect((await cli('note', 'delete', added.note_id)).stdout).to.equal(`note ${added.note_id} deleted\n`);
+    const file = path.join(mkdtempSync(path.join(os.tmpdir(), 'runbook-')), 'disk.md');
+    const runbook = '# Disk full\n\n1. Check the volume.\n';
+    writeFileSync(file, runbook);
+    const bytes = String(Buffer.byteLength(runbook));
+    const out = (await cli('runbook', 'add', file, '--title', 'Disk full', '--tags', 'disk, storage')).stdout;
+    const id = new RegExp(`^runbook (\\S+) added: "Disk full", ${bytes} bytes, tags disk, storage\\n$`).exec(out)![1]!;
+    expect((await cli('runbooks', '--tag', 'storage')).stdout.split('\n')[1]!.split(/\s{2,}/)).to.deep.equal([id, 'Disk full', 'disk, storage', bytes]);
+    expect((await cli('runbook', 'delete', id)).stdout).to.equal(`runbook ${id} deleted\n`);
   });
 
   it('a note holding a PEM key is refused: by the operation (400) and, proposed by the model, before any approval', async () => {
