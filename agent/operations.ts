@@ -20,6 +20,7 @@ import { priceOf, totals } from './modelCalls.js';
 import { capabilities, runShape, windowProblem } from './modelCall.js';
 import { policiesFor } from './toolPolicy.js';
 import { promptWithRecall } from './memory/recall.js';
+import { configWarnings } from './configWarnings.js';
 import { memoryOperations } from './memory/operations.js';
 import { watchOperations, type WatchOperationsDeps } from './watches/operations.js';
 import type { Cluster, Via } from './cluster.js';
@@ -259,7 +260,24 @@ export function createOperations(deps: OperationsDeps): Record<string, Operation
         const keep = (s: SessionHeader) => (!input.status || s.status === input.status) && (!title || (s.title ?? '').toLowerCase().includes(title));
         const { sessions, more } = await store.page(limit, { owner, cursor: readCursor(input.cursor), keep });
         const last = sessions.at(-1);
-        return { sessions: sessions.map(sessionSummary), nextCursor: more && last ? cursorOf(last.updatedAt, last.session_id) : null };
+        // What each cost, from the call log's session index: a page reads its own sessions' calls.
+        const costs = await Promise.all(sessions.map(async (s) => (deps.calls ? totals(await deps.calls.list({ session_id: s.session_id })).costUsd : null)));
+        return { sessions: sessions.map((s, i) => ({ ...sessionSummary(s), costUsd: costs[i] })), nextCursor: more && last ? cursorOf(last.updatedAt, last.session_id) : null };
+      },
+    },
+
+    find_agent_session: {
+      // The session an id or a unique beginning of one names (as the admin page shows them, 8 characters): what the CLI
+      // sends first for every id it is given. 404 for none, 409 naming them for several.
+      schema: object({ prefix: { type: 'string', minLength: 1, maxLength: 128, pattern: '^[A-Za-z0-9._:-]+$' } }, ['prefix']),
+      async handle(input, user) {
+        const prefix = input.prefix as string;
+        const exact = await store.header(prefix);
+        if (exact && sees(user, exact.user)) return sessionSummary(exact);
+        const found = await store.byPrefix(prefix, 6, (s) => sees(user, s.user));
+        if (found.length === 1) return sessionSummary(found[0]!);
+        if (found.length === 0) throw new HttpError(404, `session ${JSON.stringify(prefix)} not found`);
+        throw new HttpError(409, `${JSON.stringify(prefix)} begins ${found.length > 5 ? 'more than 5' : found.length} sessions (${found.slice(0, 5).map((s) => s.session_id).join(', ')}): give more of the id`);
       },
     },
 
@@ -438,6 +456,7 @@ export function createOperations(deps: OperationsDeps): Record<string, Operation
           environment: deps.environment ?? null,
           config: publicConfig(deps.config()),
           persisted: deps.persistedConfig(),
+          warnings: configWarnings(config),
           // What the caller's runs may do: the file scopes their role opens and each tool's policy (agent/toolPolicy.ts).
           access: { user: user.username ?? null, role: role ?? null, superUser: isSuperUser(user), scopes: openScopes(config, user, deps.scopes), toolPolicy: policiesFor(config, role, tools) },
         };
@@ -499,7 +518,7 @@ export function createOperations(deps: OperationsDeps): Record<string, Operation
         try {
           // The window, the answer and the fixed part checked together (agent/context/window.ts).
           const result = await deps.changeConfig(change, user.username ?? null, (next) => windowProblem(deps, next));
-          return { ...publicConfig(result.config), persisted: result.persisted };
+          return { ...publicConfig(result.config), persisted: result.persisted, warnings: configWarnings(result.config) };
         } catch (error) {
           if (error instanceof ConfigChangeError) throw new HttpError(400, error.message);
           throw error;

@@ -412,6 +412,18 @@ export class SessionStore {
     return { sessions: found.slice(0, limit), more: found.length > limit };
   }
 
+  /** Sessions whose id starts with `prefix` (in id order, from the primary key), those `keep` accepts, at most `limit`. */
+  async byPrefix(prefix: string, limit: number, keep: (s: SessionHeader) => boolean = () => true): Promise<SessionHeader[]> {
+    this.readFresh();
+    const out: SessionHeader[] = [];
+    for await (const record of this.tables.sessions().search({ conditions: [{ attribute: 'session_id', comparator: 'starts_with', value: prefix }] })) {
+      const s = toHeader(record);
+      if (s && s.session_id.startsWith(prefix) && keep(s)) out.push(s);
+      if (out.length >= limit) break;
+    }
+    return out;
+  }
+
   /** Sessions newest first (ties by id), those `keep` accepts, at most `limit`: a scan, for the boot's checks. */
   async list(limit: number, keep: (s: SessionHeader) => boolean = () => true): Promise<SessionHeader[]> {
     this.readFresh();

@@ -15,6 +15,7 @@ usage:
   harper-agent sessions [--limit N] [--status S] [--owner USER] [--title TEXT] [--cursor C]
                                                    list sessions, newest first, a page at a time
   harper-agent show ID [--full]                    a session's transcript (each message with its size) and model calls
+  harper-agent follow ID                           follow a session's run live (one started anywhere: the page, curl)
   harper-agent preview [ID] [--next "<prompt>"]    the request the agent would send next: each part's size, the
                                                    stable prefix a provider's cache can hold, what is cut
   harper-agent compact ID [--focus "<what>"]       replace what the model sees of a session by one summary (the
@@ -41,6 +42,7 @@ connection:
   --url URL          operations API URL (env HARPER_AGENT_URL; default http://localhost:9925/)
   --user, --password credentials (env HARPER_AGENT_USER, HARPER_AGENT_PASSWORD; or in the URL)
   --json             print the answer as JSON, for scripts
+  a session ID may be any unique beginning of one (as the admin page shows them)
 
 exit codes: 0 done, 1 the run ended in error or was cancelled, 2 bad usage, 3 Harper unreachable,
   4 401/403, 5 not found, 6 conflict (409), 7 other rejection, 10 the run waits for an approval`;
@@ -248,6 +250,9 @@ export async function run(argv: string[], io: Io): Promise<number> {
   }
   const client = new AgentClient(connectionFrom(flags, io.env));
   const json = flags.json === true;
+  // A session id may be a unique beginning of one: the server says which session it names.
+  if (SESSION_COMMANDS.has(command) && args[0]) args[0] = await resolveSession(client, args[0]);
+  if (flags.session) flags.session = await resolveSession(client, flags.session);
   const print = (text: string, data: unknown) => io.stdout.write((json ? JSON.stringify(data) : text) + '\n');
 
   switch (command) {
@@ -273,6 +278,14 @@ export async function run(argv: string[], io: Io): Promise<number> {
       const answer = await client.op({ operation: 'list_agent_sessions', ...(limit ? { limit } : {}), ...filters });
       print(sessionsTable(answer.sessions) + (answer.nextCursor ? `\nmore: harper-agent sessions --cursor ${answer.nextCursor}` : ''), answer);
       return EXIT.ok;
+    }
+    case 'follow': {
+      needs(args, 1, 'follow ID');
+      const s = await client.op({ operation: 'get_agent_session', session_id: args[0] });
+      // From the newest prompt: what the run being followed answers.
+      const from = Math.max(0, (s.messages as { role: string }[]).map((m) => m.role).lastIndexOf('user'));
+      if (!json) io.stdout.write(`following session ${s.session_id} (${s.status})\n`);
+      return report(await follow(client, s.session_id, from, io, json), io, json);
     }
     case 'show': {
       needs(args, 1, 'show ID [--full]');
@@ -369,6 +382,15 @@ export async function run(argv: string[], io: Io): Promise<number> {
     default:
       throw new CliError(EXIT.usage, `unknown command ${JSON.stringify(command)}\n\n${HELP}`);
   }
+}
+
+/** Commands whose first argument is a session id. */
+const SESSION_COMMANDS = new Set(['show', 'follow', 'delete', 'export', 'preview', 'compact', 'cancel', 'approve']);
+
+/** The whole id of the session `given` names (itself, or the one session it begins); 404 and 409 say why not. */
+async function resolveSession(client: AgentClient, given: string): Promise<string> {
+  if (/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/.test(given)) return given;
+  return ((await client.op({ operation: 'find_agent_session', prefix: given })) as { session_id: string }).session_id;
 }
 
 /** `note add|edit|delete`. */

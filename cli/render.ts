@@ -134,6 +134,9 @@ function table(header: string[], rows: string[][], numeric: Set<number> = new Se
 
 export interface SessionSummaryView {
   session_id: string;
+  title?: string | null;
+  user?: string | null;
+  costUsd?: number | null;
   status: string;
   messageCount: number;
   bytes: number;
@@ -147,9 +150,9 @@ const time = (ms: number) => new Date(ms).toISOString().replace('T', ' ').slice(
 export function sessionsTable(sessions: SessionSummaryView[]): string {
   if (sessions.length === 0) return 'no sessions yet: harper-agent prompt "…" starts one';
   return table(
-    ['SESSION', 'STATUS', 'MSGS', 'BYTES', 'UPDATED (UTC)', 'LAST ERROR'],
-    sessions.map((s) => [s.session_id, s.status, String(s.messageCount), s.bytes.toLocaleString('en-US'), time(s.updatedAt), clip(s.lastError ?? '', 80)]),
-    new Set([2, 3])
+    ['SESSION', 'TITLE', 'OWNER', 'STATUS', 'MSGS', 'BYTES', 'COST', 'UPDATED (UTC)', 'LAST ERROR'],
+    sessions.map((s) => [s.session_id, clip(s.title ?? '', 40), s.user ?? '', s.status, String(s.messageCount), s.bytes.toLocaleString('en-US'), s.costUsd === null || s.costUsd === undefined ? '' : `$${s.costUsd.toFixed(4)}`, time(s.updatedAt), clip(s.lastError ?? '', 60)]),
+    new Set([4, 5, 6])
   );
 }
 
@@ -207,6 +210,7 @@ export function configLines(answer: Record<string, unknown>): string {
     const stored = Object.entries(persisted).map(([k, v]) => (v === null ? `${k} (taken back)` : `${k} = ${JSON.stringify(v)}`));
     lines.push(`stored in agent.AgentSetting: ${stored.join(', ')}`);
   }
+  if (Array.isArray(config.warnings)) for (const w of config.warnings) lines.push(`warning: ${w}`);
   return lines.join('\n');
 }
 

@@ -126,6 +126,29 @@ describe('harper-agent CLI against a real Harper', function () {
     expect(existsSync(denied)).to.equal(false);
   });
 
+  it('follow ID follows a run started with curl to its end, by a prefix of its id; an ambiguous or unknown prefix says so', async () => {
+    await suite.h.setConfig({ provider: 'openai', baseUrl: `${suite.server.url}/v1`, apiKey: 'k', maxRetries: 0 });
+    suite.server.reset([{ toolCalls: [{ name: 'read_file', arguments: { root: 'logs', path: 'cli.log' } }] }, { hang: true }]);
+    try {
+      // Started as curl would: a POST to the operations API.
+      const started = await suite.h.op({ operation: 'agent_prompt', message: 'read logs/cli.log for me' });
+      const id = started.body.session_id as string;
+      const follow = cli(['follow', id.slice(0, 10)]);
+      const deadline = Date.now() + 20_000;
+      while (!/← read_file /.test(follow.run.stdout) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+      suite.server.reset([{ text: 'the log has 3 lines' }]);
+      await runCli(['cancel', id]);
+      const r = await follow.done;
+      expect(r.stdout.split('\n')[0]).to.equal(`following session ${id} (running)`);
+      expect(r.stdout).to.contain('  ← read_file ');
+      expect([r.code, r.stderr]).to.deep.equal([1, '✗ aborted: Cancelled with cancel_agent_run.\n']);
+      const unknown = await runCli(['show', 'zzzz']);
+      expect([unknown.code, unknown.stderr]).to.deep.equal([5, 'harper-agent: 404 Not Found: session "zzzz" not found. `harper-agent sessions` lists the sessions.\n']);
+    } finally {
+      await useLocal(suite.h);
+    }
+  });
+
   it('follows live: the tool result is printed while the model call after it is still running; cancel ends it (exit 1)', async () => {
     await suite.h.setConfig({ provider: 'openai', baseUrl: `${suite.server.url}/v1`, apiKey: 'k', maxRetries: 0 });
     suite.server.reset([{ toolCalls: [{ name: 'read_file', arguments: { root: 'logs', path: 'cli.log' } }] }, { hang: true }]);
@@ -154,15 +177,16 @@ describe('harper-agent CLI against a real Harper', function () {
     const list = await runCli(['sessions']);
     expect(list.code, list.stderr).to.equal(0);
     const [header, ...rows] = list.stdout.trimEnd().split('\n');
-    expect(header).to.match(/^SESSION\s+STATUS\s+MSGS\s+BYTES\s+UPDATED \(UTC\)\s+LAST ERROR$/);
+    expect(header).to.match(/^SESSION\s+TITLE\s+OWNER\s+STATUS\s+MSGS\s+BYTES\s+COST\s+UPDATED \(UTC\)\s+LAST ERROR$/);
     const s = (await suite.h.op({ operation: 'get_agent_session', session_id: done.session_id })).body;
     const mine = rows.find((l) => l.startsWith(done.session_id))!;
-    expect(mine.split(/\s{2,}/).slice(0, 4)).to.deep.equal([done.session_id, 'completed', String(s.messages.length), s.bytes.toLocaleString('en-US')]);
+    expect(mine.split(/\s{2,}/).slice(0, 7)).to.deep.equal([done.session_id, 'summarize logs/cli.log', suite.h.harper.admin.username, 'completed', String(s.messages.length), s.bytes.toLocaleString('en-US'), '$0.0000']);
     expect(rows[0]!.startsWith(done.session_id), 'newest first').to.equal(true);
     const cancelled = rows.find((l) => / aborted /.test(l))!;
     expect(cancelled.endsWith('Cancelled with cancel_agent_run.')).to.equal(true);
 
-    const show = await runCli(['show', done.session_id]);
+    // Any unique beginning of an id names the session, as the admin page shows ids (8 characters).
+    const show = await runCli(['show', done.session_id.slice(0, 8)]);
     expect(show.code, show.stderr).to.equal(0);
     const heads = show.stdout.split('\n').filter((l) => /^#\d+ /.test(l));
     const mark = (m: any) => (m.cut === 'workingSet' ? ' [cut: working set (agent.workingSetBytes)]' : '');

@@ -1,7 +1,8 @@
 import { expect } from 'chai';
+import { createServer, type AddressInfo } from 'node:net';
 import { HELD_BACK_NOT_OVERFLOW, HELD_BACK_OVERFLOW } from '../integrationTests/providerServer/heldBackSamples.js';
 import { NOT_OVERFLOW_SAMPLES, OVERFLOW_SAMPLES } from '../integrationTests/providerServer/overflowSamples.js';
-import { classifyProviderError, isContextWindowExceeded } from '../resources/models/backendHelpers.js';
+import { classifyProviderError, isContextWindowExceeded, networkError } from '../resources/models/backendHelpers.js';
 
 const failureOf = (s: { status: number; body: unknown }) => {
   const err = (s.body as { error?: { message?: string; code?: unknown; type?: string } })?.error;
@@ -47,5 +48,16 @@ describe('isContextWindowExceeded', () => {
     const e = classifyProviderError('bedrock', { status: 403, code: 'AccessDeniedException', message: 'User arn:aws:iam::123:user/x is not authorized' }, { surfaceMessage: false, label: 'AccessDeniedException' });
     expect(e.message).to.equal('bedrock request failed (HTTP 403): AccessDeniedException. Check the provider credentials (API key or AWS credentials).');
     expect(classifyProviderError('openai', { status: 429, message: 'Rate limit reached' }).message).to.equal('openai request failed (HTTP 429): Rate limit reached. The provider is rate limiting; try again later.');
+  });
+
+  it('a connection that failed names the host: a name that does not resolve, an address that refused', async () => {
+    const lookup = await fetch('http://no-such-host.invalid/').catch((e) => e);
+    expect(networkError('openai', lookup, 1000).message).to.equal('openai request failed: no-such-host.invalid does not resolve (ENOTFOUND). Check that the provider endpoint is reachable.');
+    const closed = createServer();
+    await new Promise<void>((r) => closed.listen(0, '127.0.0.1', r));
+    const port = (closed.address() as AddressInfo).port;
+    await new Promise((r) => closed.close(r));
+    const refused = await fetch(`http://127.0.0.1:${port}/`).catch((e) => e);
+    expect(networkError('ollama', refused, 1000).message).to.equal(`ollama request failed: 127.0.0.1:${port} refused the connection (ECONNREFUSED). Check that the provider endpoint is reachable.`);
   });
 });

@@ -71,6 +71,7 @@ export class MemoryTable implements SessionTable {
       if (c.comparator === 'less_than') return a < b;
       if (c.comparator === 'less_than_equal') return a <= b;
       if (c.comparator === 'greater_than_equal') return a >= b;
+      if (c.comparator === 'starts_with') return String(record[c.attribute]).startsWith(String(c.value));
       if (c.comparator === 'between') return (record[c.attribute] as string) >= (c.value as string[])[0]! && (record[c.attribute] as string) <= (c.value as string[])[1]!;
       return record[c.attribute] === c.value;
     };

@@ -178,20 +178,28 @@ export function answeredTranscript(messages: readonly Message[]): Message[] {
  * connection, else the innermost message.
  */
 export function connectionDetail(error: unknown): string {
-  const { code, message } = innermost(error);
+  const { code, message, host } = innermost(error);
   if (droppedConnection(code)) return `the connection closed before the answer was complete (${code})`;
+  // Which host: an operator reading ENOTFOUND alone cannot tell a typo in agent.baseUrl from a machine offline.
+  if (host && (code === 'ENOTFOUND' || code === 'EAI_AGAIN')) return `${host} does not resolve (${code})`;
+  if (host && code === 'ECONNREFUSED') return `${host} refused the connection (${code})`;
+  if (host && code) return `${host}: ${code}`;
   return code ?? message ?? 'connection failed';
 }
 
 /** The deepest system code and message in an error's cause chain. */
-function innermost(error: unknown): { code?: string; message?: string } {
+function innermost(error: unknown): { code?: string; message?: string; host?: string } {
   let code: string | undefined;
   let message: string | undefined;
-  for (let e = error as { code?: unknown; message?: unknown; cause?: unknown } | undefined, depth = 0; e && typeof e === 'object' && depth < 8; e = e.cause as typeof e, depth++) {
+  let host: string | undefined;
+  for (let e = error as { code?: unknown; message?: unknown; cause?: unknown; hostname?: unknown; address?: unknown; port?: unknown } | undefined, depth = 0; e && typeof e === 'object' && depth < 8; e = e.cause as typeof e, depth++) {
     if (typeof e.code === 'string' && /^[A-Z_]+$/.test(e.code)) code = e.code;
     if (typeof e.message === 'string' && e.message) message = e.message;
+    // Node's system errors carry the name they looked up, or the address and port they connected to.
+    if (typeof e.hostname === 'string' && e.hostname) host = e.hostname;
+    else if (typeof e.address === 'string' && e.address) host = typeof e.port === 'number' ? `${e.address}:${e.port}` : e.address;
   }
-  return { code, message };
+  return { code, message, host };
 }
 
 const droppedConnection = (code: string | undefined) => code === 'UND_ERR_SOCKET' || code === 'ECONNRESET' || code === 'EPIPE';
