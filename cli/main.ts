@@ -250,20 +250,24 @@ export async function run(argv: string[], io: Io): Promise<number> {
   }
   const client = new AgentClient(connectionFrom(flags, io.env));
   const json = flags.json === true;
-  // A session id may be a unique beginning of one: the server says which session it names.
-  if (SESSION_COMMANDS.has(command) && args[0]) args[0] = await resolveSession(client, args[0]);
-  if (flags.session) flags.session = await resolveSession(client, flags.session);
+  // A session id may be a unique beginning of one: the server says which session it names (after the usage checks).
+  const resolved = async () => {
+    if (SESSION_COMMANDS.has(command) && args[0]) args[0] = await resolveSession(client, args[0]);
+    if (flags.session) flags.session = await resolveSession(client, flags.session);
+  };
   const print = (text: string, data: unknown) => io.stdout.write((json ? JSON.stringify(data) : text) + '\n');
 
   switch (command) {
     case 'prompt': {
       needs(args, 1, 'prompt "<message>" [--session ID]');
+      await resolved();
       const started = await client.op({ operation: 'agent_prompt', message: args[0], ...(flags.session ? { session_id: flags.session } : {}) });
       if (!json) io.stdout.write(`session ${started.session_id}\n`);
       return report(await follow(client, started.session_id, started.messageIndex ?? 0, io, json), io, json);
     }
     case 'approve': {
       needs(args, 2, 'approve ID APPROVAL [--deny]');
+      await resolved();
       const [id, approval] = args as [string, string];
       const resumed = await client.op({ operation: 'approve_agent_action', session_id: id, approval_id: approval, approved: !flags.deny });
       if (!json) io.stdout.write(`${flags.deny ? 'denied' : 'approved'} ${approval}; following session ${id}\n`);
@@ -271,6 +275,7 @@ export async function run(argv: string[], io: Io): Promise<number> {
     }
     case 'sessions': {
       needs(args, 0, 'sessions [--limit N] [--status S] [--owner USER] [--title TEXT] [--cursor C]');
+      await resolved();
       const limit = flags.limit === undefined ? undefined : Number(flags.limit);
       if (limit !== undefined && !(Number.isInteger(limit) && limit >= 1 && limit <= 1000)) throw new CliError(EXIT.usage, '--limit is a whole number from 1 to 1000');
       // --owner, not --user: --user is whom the CLI connects as.
@@ -281,6 +286,7 @@ export async function run(argv: string[], io: Io): Promise<number> {
     }
     case 'follow': {
       needs(args, 1, 'follow ID');
+      await resolved();
       const s = await client.op({ operation: 'get_agent_session', session_id: args[0] });
       // From the newest prompt: what the run being followed answers.
       const from = Math.max(0, (s.messages as { role: string }[]).map((m) => m.role).lastIndexOf('user'));
@@ -289,6 +295,7 @@ export async function run(argv: string[], io: Io): Promise<number> {
     }
     case 'show': {
       needs(args, 1, 'show ID [--full]');
+      await resolved();
       const s = await client.op({ operation: 'get_agent_session', session_id: args[0] });
       const messages = (s.messages as Parameters<typeof messageView>[0][]).map(messageView);
       const calls = await client.op({ operation: 'list_agent_model_calls', session_id: args[0] });
@@ -297,30 +304,35 @@ export async function run(argv: string[], io: Io): Promise<number> {
     }
     case 'delete': {
       needs(args, 1, 'delete ID');
+      await resolved();
       const answer = await client.op({ operation: 'delete_agent_session', session_id: args[0] });
       print(`session ${answer.session_id} deleted: ${answer.messages} messages, ${answer.modelCalls} model calls, ${answer.followups} follow-ups`, answer);
       return EXIT.ok;
     }
     case 'export': {
       needs(args, 1, 'export ID [--json]');
+      await resolved();
       // Streamed to stdout as it comes: a large session is never held whole.
       await client.stream({ operation: 'export_agent_session', session_id: args[0], format: flags.json === true ? 'json' : 'markdown' }, (chunk) => io.stdout.write(chunk));
       return EXIT.ok;
     }
     case 'cancel-followup': {
       needs(args, 1, 'cancel-followup FOLLOWUP');
+      await resolved();
       const answer = await client.op({ operation: 'cancel_agent_followup', followup_id: args[0] });
       print(`follow-up ${answer.followup_id} cancelled (it was due ${new Date(answer.dueAt).toISOString()})`, answer);
       return EXIT.ok;
     }
     case 'preview': {
       if (args.length > 1) throw new CliError(EXIT.usage, 'usage: harper-agent preview [ID] [--next "<prompt>"]');
+      await resolved();
       const answer = await client.op({ operation: 'preview_agent_request', ...(args[0] ? { session_id: args[0] } : {}), ...(typeof flags.next === 'string' ? { message: flags.next } : {}) });
       print(previewLines(answer), answer);
       return EXIT.ok;
     }
     case 'compact': {
       needs(args, 1, 'compact ID [--focus "<what>"]');
+      await resolved();
       // The operation runs in the background; the CLI waits for the record, as `prompt` waits for the answer.
       const answer = await client.op({ operation: 'compact_agent_session', session_id: args[0], wait: true, ...(typeof flags.focus === 'string' ? { instructions: flags.focus } : {}) });
       const c = answer.compaction as MessageView | null;
@@ -329,6 +341,7 @@ export async function run(argv: string[], io: Io): Promise<number> {
     }
     case 'cancel': {
       needs(args, 1, 'cancel ID');
+      await resolved();
       const answer = await client.op({ operation: 'cancel_agent_run', session_id: args[0] });
       print(`session ${answer.session_id}: ${answer.status}`, answer);
       return EXIT.ok;
@@ -340,6 +353,7 @@ export async function run(argv: string[], io: Io): Promise<number> {
     }
     case 'notes': {
       needs(args, 0, 'notes [--query TEXT]');
+      await resolved();
       const answer = await client.op({ operation: 'list_agent_notes', ...(flags.query ? { query: flags.query } : {}) });
       print(notesTable(answer.notes), answer);
       return EXIT.ok;
@@ -348,6 +362,7 @@ export async function run(argv: string[], io: Io): Promise<number> {
       return noteCommand(client, args, flags, print);
     case 'runbooks': {
       needs(args, 0, 'runbooks [--tag TAG]');
+      await resolved();
       const answer = await client.op({ operation: 'list_agent_runbooks', ...(flags.tag ? { tag: flags.tag } : {}) });
       print(runbooksTable(answer.runbooks), answer);
       return EXIT.ok;
@@ -373,6 +388,7 @@ export async function run(argv: string[], io: Io): Promise<number> {
     }
     case 'watches': {
       needs(args, 0, 'watches');
+      await resolved();
       const answer = await client.op({ operation: 'list_agent_watches' });
       print(watchesTable(answer.watches), answer);
       return EXIT.ok;

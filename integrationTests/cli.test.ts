@@ -136,7 +136,6 @@ describe('harper-agent CLI against a real Harper', function () {
       const follow = cli(['follow', id.slice(0, 10)]);
       const deadline = Date.now() + 20_000;
       while (!/← read_file /.test(follow.run.stdout) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-      suite.server.reset([{ text: 'the log has 3 lines' }]);
       await runCli(['cancel', id]);
       const r = await follow.done;
       expect(r.stdout.split('\n')[0]).to.equal(`following session ${id} (running)`);
