@@ -119,15 +119,15 @@ describe('CLI', () => {
     expect(callsTable([], { requests: 0, inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheShare: 0, costUsd: 0, latencyMs: 0 })).to.equal('model calls: none sent to a provider');
   });
 
-  it('lists sessions in aligned columns, numbers right-aligned', () => {
+  it('lists sessions in aligned columns: title, owner, cost; numbers right-aligned', () => {
     const table = sessionsTable([
-      { session_id: 'a', status: 'completed', messageCount: 8, bytes: 106550, updatedAt: Date.UTC(2026, 11, 2, 17, 20, 11), lastError: null, pendingApprovals: 0 },
-      { session_id: 'bb', status: 'error', messageCount: 12, bytes: 5, updatedAt: Date.UTC(2026, 11, 2, 9, 0, 0), lastError: 'The model rejected it.', pendingApprovals: 0 },
+      { session_id: 'a', title: 'summarize logs/hdb.log', user: 'ann', costUsd: 0.01234, status: 'completed', messageCount: 8, bytes: 106550, updatedAt: Date.UTC(2026, 11, 2, 17, 20, 11), lastError: null, pendingApprovals: 0 },
+      { session_id: 'bb', title: null, user: null, costUsd: null, status: 'error', messageCount: 12, bytes: 5, updatedAt: Date.UTC(2026, 11, 2, 9, 0, 0), lastError: 'The model rejected it.', pendingApprovals: 0 },
     ]);
     expect(table.split('\n')).to.deep.equal([
-      'SESSION  STATUS     MSGS    BYTES  UPDATED (UTC)        LAST ERROR',
-      'a        completed     8  106,550  2026-12-02 17:20:11',
-      'bb       error        12        5  2026-12-02 09:00:00  The model rejected it.',
+      'SESSION  TITLE                   OWNER  STATUS     MSGS    BYTES     COST  UPDATED (UTC)        LAST ERROR',
+      'a        summarize logs/hdb.log  ann    completed     8  106,550  $0.0123  2026-12-02 17:20:11',
+      'bb                                      error        12        5           2026-12-02 09:00:00  The model rejected it.',
     ]);
   });
 
