@@ -1,5 +1,8 @@
 // The agent's admin page: a live session list, a live transcript with each message's size and cut marks, a prompt
 // box and approve/deny buttons. Plain DOM, no build step; the server sends only what changed (agent/sessionFeed.ts).
+// An answer's Markdown is rendered by marked and cleaned by DOMPurify (copied to vendor/ by the build).
+import { marked } from './vendor/marked.js';
+import DOMPurify from './vendor/purify.js';
 
 const $ = (id) => document.getElementById(id);
 const bytes = (n) => `${Number(n).toLocaleString('en-US')} B`;
@@ -39,57 +42,157 @@ function notice(message) {
   $('notice').textContent = message ?? '';
 }
 
-// ---- the session list ----
+// ---- the session list: list_agent_sessions pages (search, status, owner), kept live by the event stream ----
+
+const filters = { title: '', status: '', user: '' };
+let nextCursor = null;
+const usdText = (n) => (n === null || n === undefined ? '' : `$${n < 0.01 ? n.toFixed(4) : n.toFixed(2)}`);
+const matchesFilters = (s) => (!filters.status || s.status === filters.status) && (!filters.user || s.user === filters.user) && (!filters.title || (s.title ?? '').toLowerCase().includes(filters.title.toLowerCase()));
+
+function since(ms) {
+  const s = Math.round((Date.now() - ms) / 1000);
+  if (s < 60) return `${Math.max(0, s)} s ago`;
+  if (s < 3600) return `${Math.round(s / 60)} min ago`;
+  if (s < 86400) return `${Math.round(s / 3600)} h ago`;
+  return new Date(ms).toLocaleDateString();
+}
 
 function renderSessions() {
   const body = $('sessions').tBodies[0];
-  const rows = [...sessions.values()].sort((a, b) => b.updatedAt - a.updatedAt);
+  const rows = [...sessions.values()].sort((a, b) => b.updatedAt - a.updatedAt || (a.session_id < b.session_id ? 1 : -1));
   body.replaceChildren(
     ...rows.map((s) =>
       el(
         'tr',
         { dataset: { id: s.session_id }, class: s.session_id === current.id ? 'selected' : '', onclick: () => select(s.session_id) },
-        el('td', { class: 'id', title: s.session_id }, s.session_id.slice(0, 8)),
+        el('td', { class: 'title', title: s.session_id }, el('span', { class: 'title-text' }, s.title ?? '(no prompt yet)'), el('span', { class: 'id' }, s.session_id.slice(0, 8))),
+        el('td', { class: 'owner' }, s.user ?? ''),
         el('td', {}, el('span', { class: `status ${s.status}` }, s.status)),
         el('td', { class: 'num' }, String(s.messageCount)),
-        el('td', { class: 'num bytes' }, bytes(s.bytes)),
-        el('td', { class: 'error', title: s.lastError ?? '' }, s.lastError ?? '')
+        el('td', { class: 'num cost' }, usdText(s.costUsd)),
+        el('td', { class: 'updated', title: new Date(s.updatedAt).toLocaleString() }, since(s.updatedAt)),
+        el('td', { class: 'error error-col', title: s.lastError ?? '' }, s.lastError ?? '')
       )
     )
   );
   $('no-sessions').hidden = rows.length > 0;
+  $('more-sessions').hidden = !nextCursor;
+}
+
+async function loadSessions(more = false) {
+  try {
+    const answer = await operation({ operation: 'list_agent_sessions', limit: 50, ...(filters.title ? { title: filters.title } : {}), ...(filters.status ? { status: filters.status } : {}), ...(filters.user ? { user: filters.user } : {}), ...(more && nextCursor ? { cursor: nextCursor } : {}) });
+    if (!more) sessions.clear();
+    for (const s of answer.sessions) sessions.set(s.session_id, s);
+    nextCursor = answer.nextCursor;
+    renderSessions();
+  } catch (error) {
+    notice(error.message);
+  }
+}
+
+/** A session changed: its row updated (its cost kept, and read again from the call log once a run ends). */
+function sessionChanged(s) {
+  const known = sessions.get(s.session_id);
+  if (!matchesFilters(s)) {
+    if (known) sessions.delete(s.session_id);
+    return renderSessions();
+  }
+  sessions.set(s.session_id, { ...s, costUsd: known?.costUsd ?? null });
+  renderSessions();
+  if (s.status !== 'running' && known?.status === 'running') {
+    operation({ operation: 'list_agent_model_calls', session_id: s.session_id }).then(
+      (calls) => {
+        const row = sessions.get(s.session_id);
+        if (row) sessions.set(s.session_id, { ...row, costUsd: calls.totals.costUsd }), renderSessions();
+      },
+      () => undefined
+    );
+  }
 }
 
 function followList() {
   const feed = new EventSource('api/sessions/events');
   feed.onopen = () => ($('connection').textContent = 'live');
   feed.onerror = () => ($('connection').textContent = 'reconnecting…');
-  feed.addEventListener('sessions', (e) => {
-    sessions.clear();
-    for (const s of JSON.parse(e.data)) sessions.set(s.session_id, s);
-    renderSessions();
-  });
-  feed.addEventListener('session', (e) => {
-    const s = JSON.parse(e.data);
-    sessions.set(s.session_id, s);
-    renderSessions();
-  });
+  // The first page comes from list_agent_sessions (with its filters and costs); the stream keeps it current.
+  feed.addEventListener('sessions', () => void loadSessions());
+  feed.addEventListener('session', (e) => sessionChanged(JSON.parse(e.data)));
   feed.addEventListener('deleted', (e) => {
     sessions.delete(JSON.parse(e.data).session_id);
     renderSessions();
   });
 }
 
+let filterTimer;
+for (const [id, key] of [['filter-title', 'title'], ['filter-status', 'status'], ['filter-user', 'user']]) {
+  $(id).addEventListener('input', () => {
+    filters[key] = $(id).value.trim();
+    clearTimeout(filterTimer);
+    filterTimer = setTimeout(() => void loadSessions(), 200);
+  });
+}
+$('session-filters').addEventListener('submit', (e) => e.preventDefault());
+$('more-sessions').addEventListener('click', () => void loadSessions(true));
+
 // ---- one session ----
+
+/** Markdown as HTML the page may show: rendered by marked, cleaned by DOMPurify. */
+function markdown(text) {
+  const div = el('div', { class: 'markdown' });
+  div.innerHTML = DOMPurify.sanitize(marked.parse(text));
+  return div;
+}
+
+/** The call a tool result answers, from the assistant message that made it. */
+function callOf(toolCallId) {
+  for (const m of current.messages) for (const c of m?.toolCalls ?? []) if (c.id === toolCallId) return c;
+  return undefined;
+}
+
+/** A tool step's one-line header: what was asked (root/path, a query), where the result is (lines, cursor), errors. */
+function toolLine(m, result) {
+  const args = callOf(m.toolCallId)?.arguments ?? {};
+  const parts = [];
+  if (args.path) parts.push(`${args.root ? `${args.root}/` : ''}${args.path}`);
+  else if (args.runbook_id) parts.push(`runbook ${String(args.runbook_id).slice(0, 8)}`);
+  else if (args.query ?? args.pattern ?? args.operation) parts.push(String(args.query ?? args.pattern ?? args.operation).slice(0, 60));
+  if (result && typeof result === 'object') {
+    if (result.error) parts.push(`error: ${String(result.error).slice(0, 100)}`);
+    if (result.startLine !== undefined && result.endLine !== undefined) parts.push(`lines ${result.startLine}–${result.endLine}${result.totalLines ? ` of ${result.totalLines}` : ''}`);
+    if (result.nextLine !== undefined) parts.push(`next ${result.nextLine}${result.nextOffset !== undefined ? ` @${result.nextOffset}` : ''}`);
+    if (Array.isArray(result.matches)) parts.push(`${result.matches.length} match${result.matches.length === 1 ? '' : 'es'}`);
+  }
+  return parts.join(' · ');
+}
+
+/** A tool result opened: a page's text as lines, the other fields as JSON; text the cap cut stays as it was stored. */
+function resultBody(m, result) {
+  if (!result || typeof result !== 'object') return [el('pre', { class: 'lines' }, m.content)];
+  const { content, ...rest } = result;
+  const out = [];
+  if (typeof content === 'string') out.push(el('pre', { class: 'lines' }, content));
+  if (Object.keys(rest).length) out.push(el('pre', { class: 'json' }, JSON.stringify(rest, null, 2)));
+  return out;
+}
 
 function messageItem(m) {
   const failed = m.role === 'tool' && m.isError;
   const classes = ['message', m.role, m.cut ? `cut-${m.cut}` : '', failed ? 'failed' : ''].filter(Boolean).join(' ');
+  let result;
+  if (m.role === 'tool') {
+    try {
+      result = JSON.parse(m.content);
+    } catch {
+      result = undefined; // cut by the cap: the text as stored
+    }
+  }
   const who = m.role === 'tool' ? `tool · ${m.name}` : m.role;
   const head = el(
     'div',
     { class: 'message-head' },
     el('span', { class: 'who' }, who),
+    m.role === 'tool' ? el('span', { class: 'step' }, toolLine(m, result)) : null,
     m.followup ? el('span', { class: 'badge followup', title: `follow-up ${m.followup}, scheduled by the model` }, 'follow-up') : null,
     m.cut ? el('span', { class: `badge cut ${m.cut}`, title: CUT_TITLES[m.cut] }, CUT_LABELS[m.cut]) : null,
     failed ? el('span', { class: 'badge error' }, 'error') : null,
@@ -97,14 +200,30 @@ function messageItem(m) {
     el('span', { class: 'bytes', title: 'UTF-8 bytes of the content (and tool calls)' }, bytes(m.bytes))
   );
   const calls = m.toolCalls?.length ? el('ul', { class: 'calls' }, m.toolCalls.map((c) => el('li', {}, `→ ${c.name} ${JSON.stringify(c.arguments)}`))) : null;
+  let body = null;
+  if (m.role === 'tool') body = el('details', { class: 'result' }, el('summary', {}, 'show'), ...resultBody(m, result));
+  else if (m.role === 'compaction') body = el('details', { class: 'summary' }, el('summary', {}, 'the summary the model sees from here on'), el('pre', {}, m.content));
+  else if (m.role === 'assistant' && m.content) body = [markdown(m.content), el('details', { class: 'source' }, el('summary', {}, 'as text'), el('pre', {}, m.content))];
+  else if (m.content) body = el('pre', {}, m.content);
+  const recall = m.recall ? el('details', { class: 'recall' }, el('summary', {}, 'notes recalled for this prompt'), el('pre', {}, m.recall)) : null;
   // A compaction record draws the boundary: from here on the model sees the summary instead of the messages above.
   const boundary = m.role === 'compaction' ? el('p', { class: 'boundary' }, m.boundary) : null;
-  return el('li', { class: classes, dataset: { index: String(m.index) } }, boundary, head, m.content ? el('pre', {}, m.content) : null, calls);
+  return el('li', { class: classes, dataset: { index: String(m.index) } }, boundary, head, body, recall, calls);
+}
+
+/** A finished prompt's answer, first: the newest assistant message when the run completed. */
+function renderAnswer() {
+  const s = current.session;
+  const last = current.messages[current.messages.length - 1];
+  const show = s?.status === 'completed' && last?.role === 'assistant' && last.content;
+  $('answer').hidden = !show;
+  if (show) $('answer').querySelector('.markdown').replaceWith(markdown(last.content));
 }
 
 function renderHead() {
   const s = current.session;
   $('session-title').textContent = s ? s.session_id : 'New session';
+  $('copy-id').hidden = !s;
   $('session-status').hidden = !s;
   $('last-error').hidden = !s?.lastError;
   $('last-error').textContent = s?.lastError ?? '';
@@ -157,8 +276,8 @@ function applyDelta(delta) {
     else list.append(item);
   }
   renderHead();
-  sessions.set(delta.session.session_id, { ...delta.session, pendingApprovals: delta.session.pendingApprovals.length });
-  renderSessions();
+  renderAnswer();
+  sessionChanged({ ...delta.session, pendingApprovals: delta.session.pendingApprovals.length });
   if (delta.messages.length) list.lastElementChild?.scrollIntoView({ block: 'nearest' });
 }
 
@@ -238,6 +357,7 @@ function select(id) {
   notice(null);
   location.hash = id ? `session=${encodeURIComponent(id)}` : '';
   renderHead();
+  renderAnswer();
   renderSessions();
   if (!id) return;
   const feed = new EventSource(`api/sessions/${encodeURIComponent(id)}/events`);
@@ -333,6 +453,7 @@ $('cancel-run').addEventListener('click', async () => {
 });
 
 $('new-session').addEventListener('click', () => select(null));
+$('copy-id').addEventListener('click', () => void navigator.clipboard?.writeText(current.id).then(() => notice(null), () => undefined));
 
 // ---- the caller's access: role, file scopes and each tool's policy (agent.toolPolicy), from get_agent_status ----
 
@@ -466,6 +587,58 @@ $('note-form').addEventListener('submit', async (event) => {
   if (!text) return;
   await noteOperation({ operation: 'add_agent_note', text });
   $('note-text').value = '';
+});
+
+// ---- settings and status: get_agent_status and get_agent_config, a key changed with set_agent_config ----
+
+/** A typed value as set_agent_config takes it: JSON where it parses (numbers, booleans, lists), else text; empty takes
+ * the stored change back (null). */
+function parseValue(text) {
+  if (text.trim() === '') return null;
+  try {
+    return JSON.parse(text);
+  } catch {
+    return text;
+  }
+}
+
+async function loadSettings() {
+  const status = await operation({ operation: 'get_agent_status' });
+  $('warnings').replaceChildren(...(status.warnings ?? []).map((w) => el('li', {}, w)));
+  $('status-line').textContent = `agent ${status.version} on node ${status.node ?? '(none)'} · provider ${status.config.provider}${status.config.model ? ` / ${status.config.model}` : ''} · backends: ${status.providers.join(', ')} · API key ${status.config.apiKey ? 'set' : 'not set'}`;
+  let config;
+  try {
+    config = await operation({ operation: 'get_agent_config' });
+  } catch {
+    // Not a super_user: the status is all there is to see.
+    $('config-form').hidden = true;
+    $('config-table').hidden = true;
+    return;
+  }
+  const persisted = status.persisted ?? {};
+  const keys = [...new Set([...Object.keys(config), ...Object.keys(persisted)])].sort();
+  const selected = $('config-key').value;
+  $('config-key').replaceChildren(...keys.map((k) => el('option', { value: k }, k)));
+  if (selected) $('config-key').value = selected;
+  const shown = (v) => (v === undefined ? '' : typeof v === 'string' ? v : JSON.stringify(v));
+  $('config-table').tBodies[0].replaceChildren(...keys.map((k) => el('tr', { dataset: { key: k } }, el('td', { class: 'id' }, k), el('td', { class: 'value' }, shown(config[k])), el('td', { class: 'stored' }, shown(persisted[k])))));
+}
+
+$('open-settings').addEventListener('click', () => {
+  $('settings').hidden = false;
+  loadSettings().catch((error) => notice(error.message));
+});
+$('close-settings').addEventListener('click', () => ($('settings').hidden = true));
+$('config-form').addEventListener('submit', async (event) => {
+  event.preventDefault();
+  notice(null);
+  try {
+    await operation({ operation: 'set_agent_config', [$('config-key').value]: parseValue($('config-value').value) });
+    $('config-value').value = '';
+  } catch (error) {
+    notice(error.message);
+  }
+  await loadSettings().catch((error) => notice(error.message));
 });
 
 followList();

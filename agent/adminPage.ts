@@ -12,9 +12,25 @@ import type { SessionStore } from './session.js';
 
 export const ADMIN_PATH = '/agent/';
 
+/** Adds `WWW-Authenticate: Basic` to a 401 on the page's paths that lacks one (Harper's own "Login failed"), so a
+ * browser shown the page with a wrong password asks for credentials again. */
+export async function challengeOnRejection(request: HarperRequest, next: (r: HarperRequest) => Promise<unknown>): Promise<unknown> {
+  const response = (await next(request)) as { status?: number; headers?: Headers | Record<string, string> } | undefined;
+  if (response?.status !== 401 || !new URL(request.url ?? '/', 'http://x').pathname.startsWith(ADMIN_PATH)) return response;
+  const headers = response.headers;
+  if (headers instanceof Headers) {
+    if (!headers.has('www-authenticate')) headers.set('www-authenticate', 'Basic realm="Harper Agent"');
+  } else if (headers) {
+    if (!Object.keys(headers).some((k) => k.toLowerCase() === 'www-authenticate')) headers['WWW-Authenticate'] = 'Basic realm="Harper Agent"';
+  } else response.headers = new Headers({ 'www-authenticate': 'Basic realm="Harper Agent"' });
+  return response;
+}
+
 const PAGE_FILES: Record<string, string> = {
   'index.html': 'text/html; charset=utf-8',
   'app.js': 'text/javascript; charset=utf-8',
+  'vendor/marked.js': 'text/javascript; charset=utf-8',
+  'vendor/purify.js': 'text/javascript; charset=utf-8',
   'style.css': 'text/css; charset=utf-8',
 };
 

@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { parentPort } from 'node:worker_threads';
 import { localBackend } from '../resources/models/localBackend.js';
 import { Models } from '../resources/models/models.js';
-import { adminListener } from './adminPage.js';
+import { adminListener, challengeOnRejection } from './adminPage.js';
 import { mcpListener } from './mcp.js';
 import { loadAgentConfig } from './agent.js';
 import { ConfigStore, type SettingTable } from './configStore.js';
@@ -168,6 +168,9 @@ const admin = adminListener({
   log: (m) => logger.error(m),
 });
 server.http(admin);
+// A wrong password: Harper answers 401 before the page's listener runs, without the challenge a browser needs to ask
+// again. This one runs first, and adds it to a 401 under /agent/.
+server.http(challengeOnRejection, { runFirst: true } as never);
 server.http(admin, { port, securePort });
 // Harper asks a worker to shut down (to restart it) with this message, then waits for its connections to end.
 parentPort?.on('message', (message: { type?: string } | undefined) => {

@@ -3,16 +3,15 @@
 // of Harper's worker threads. Screenshots go to $TEST_OUTPUT_DIR (default <tmp>/harper-agent-test-output).
 import { expect } from 'chai';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { messageBytes } from '../agent/session.js';
-import { launchBrowser } from './browser.js';
+import { launchBrowser, OUTPUT } from './browser.js';
 import { followupResponder } from './providerServer/pager.js';
 import { providerSuite, useLocal } from './providerSuite.js';
 
 // Outside the repository: Harper reloads its components when a file appears in one (this repository is one).
-export const OUTPUT = process.env.TEST_OUTPUT_DIR ?? path.join(os.tmpdir(), 'harper-agent-test-output');
+
 
 const fmt = (n: number) => `${n.toLocaleString('en-US')} B`;
 
@@ -52,7 +51,7 @@ describe('the admin page in headless Chromium', function () {
     return page.locator('#transcript > li').evaluateAll((items) => items.map((li) => [li.className, li.querySelector('.bytes')?.textContent ?? '']));
   }
 
-  it('a prompt from the page completes; every message shows its stored size; the list shows status and bytes', async () => {
+  it('a prompt from the page completes; every message shows its stored size; the list shows title, owner, status, messages and cost', async () => {
     await open();
     expect(await page.locator('#session-title').textContent()).to.equal('New session');
     await page.fill('#prompt', 'summarize logs/page.log');
@@ -67,7 +66,9 @@ describe('the admin page in headless Chromium', function () {
     expect(await page.locator('#transcript > li').last().locator('pre').textContent()).to.equal(row.messages.at(-1).content);
     expect(await page.locator('#session-meta').textContent()).to.equal(`local / local-deterministic · ${row.messages.length} messages · ${fmt(s.bytes)}`);
     const listed = page.locator(`#sessions tr[data-id="${id}"] td`);
-    expect(await listed.allTextContents()).to.deep.equal([id.slice(0, 8), 'completed', String(row.messages.length), fmt(s.bytes), '']);
+    const cells = await listed.allTextContents();
+    expect([cells[0], cells[1], cells[2], cells[3], cells[4], cells[6]]).to.deep.equal([`summarize logs/page.log${id.slice(0, 8)}`, suite.h.harper.admin.username, 'completed', String(row.messages.length), '$0.0000', '']);
+    expect(cells[5]).to.match(/^\d+ s ago$/);
     expect(await page.locator('#last-error').isHidden()).to.equal(true);
   });
 

@@ -2,6 +2,8 @@
 // `npm install` (@sparticuz/chromium ships the browser inside its package and unpacks it on first use), so the tests
 // need nothing a fresh machine lacks; CHROMIUM_PATH points them at another build instead.
 import sparticuz from '@sparticuz/chromium';
+import os from 'node:os';
+import path from 'node:path';
 import { chromium, type Browser } from 'playwright-core';
 
 // Without the background-networking flags Chromium keeps dialling Google's hosts, which this network refuses.
@@ -36,3 +38,6 @@ export async function launchBrowser(): Promise<Browser> {
     }
   }
 }
+
+/** Where browser tests leave their screenshots (TEST_OUTPUT_DIR, else a folder in the temp dir). */
+export const OUTPUT = process.env.TEST_OUTPUT_DIR ?? path.join(os.tmpdir(), 'harper-agent-test-output');

@@ -5,7 +5,7 @@
 // at run time: its ES modules are copied beside the bundle, 244 of the package's 1,537 files) and @harperfast/skills
 // (read as files).
 import { build, type BuildOptions } from 'esbuild';
-import { cpSync, rmSync } from 'node:fs';
+import { cpSync, rmSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { REPO } from './harper.js';
 
@@ -36,8 +36,18 @@ function copyTokenizer(): void {
   cpSync(path.join(from, 'LICENSE'), path.join(to, 'LICENSE'));
 }
 
+/** The admin page's libraries, as the browser loads them (ES modules, no build step): marked renders an answer's
+ * Markdown, DOMPurify cleans the HTML before it is shown. Into admin/vendor/ (ignored by git, packed with admin/). */
+function copyPageLibraries(): void {
+  const to = path.join(REPO, 'admin/vendor');
+  mkdirSync(to, { recursive: true });
+  cpSync(path.join(REPO, 'node_modules/marked/lib/marked.esm.js'), path.join(to, 'marked.js'));
+  cpSync(path.join(REPO, 'node_modules/dompurify/dist/purify.es.mjs'), path.join(to, 'purify.js'));
+}
+
 async function bundle(): Promise<void> {
   copyTokenizer();
+  copyPageLibraries();
   await Promise.all([
     // The agent: its jsResource, the grep worker it starts beside itself (new URL('./grepWorker.js', import.meta.url))
     // and the CLI (the package's bin).
