@@ -57,7 +57,9 @@ export async function* exportMarkdown(p: ExportParts): AsyncGenerator<string> {
     let out = `\n### #${m.seq} ${who}${at}${size}${notes.length ? ` [${notes.join(', ')}]` : ''}\n\n`;
     if (m.role === 'tool') out += block(m.content, 'json');
     else if (m.content) out += block(m.content);
-    if (m.role === 'assistant') for (const c of m.toolCalls ?? []) out += `\n→ \`${c.name}\` ${block(JSON.stringify(c.arguments), 'json')}`;
+    // A fence opens a line of its own, or Markdown renderers do not see a block.
+    if (m.role === 'assistant') for (const c of m.toolCalls ?? []) out += `\n→ \`${c.name}\`\n\n${block(JSON.stringify(c.arguments), 'json')}`;
+    if (m.role === 'user' && m.recall) out += `\nRecalled for this prompt (agent memory):\n\n${block(m.recall)}`;
     yield out;
   }
   if (h.pendingApprovals.length) {

@@ -58,6 +58,8 @@ describe('deployed with deploy_component on a two-node Harper cluster', function
         'package/admin/app.js',
         'package/admin/index.html',
         'package/admin/style.css',
+        'package/admin/vendor/marked.js',
+        'package/admin/vendor/purify.js',
         'package/schema/config.schema.json',
         'package/schema/schema.graphql',
         'package/dist/component/boot.js',

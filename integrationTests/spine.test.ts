@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { bootHarper, sharedHarper, type TestHarper } from './harness.js';
 
@@ -42,6 +42,8 @@ describe('the agent on a real Harper host', function () {
   });
 
   it('409 for a prompt to a session awaiting approval; approval writes the file and completes', async () => {
+    // Into a component folder that exists: write_file makes no new one.
+    mkdirSync(path.join(h.componentsDir, 'spine-app'), { recursive: true });
     const r = await h.op({ operation: 'agent_prompt', message: 'write components/spine-app/notes.txt: hello from the agent' });
     const s = await h.waitForSession(r.body.session_id);
     expect(s.status).to.equal('awaiting_approval');
@@ -80,7 +82,7 @@ describe('the agent on a real Harper host', function () {
     expect(l.status).to.equal(200);
     expect(l.body.sessions).to.have.length(2);
     expect(l.body.nextCursor).to.be.a('string');
-    expect(l.body.sessions[0]).to.have.keys('session_id', 'user', 'status', 'provider', 'model', 'createdAt', 'updatedAt', 'lastError', 'runner', 'node', 'messageCount', 'bytes', 'pendingApprovals', 'title');
+    expect(l.body.sessions[0]).to.have.keys('session_id', 'user', 'status', 'provider', 'model', 'createdAt', 'updatedAt', 'lastError', 'runner', 'node', 'messageCount', 'bytes', 'pendingApprovals', 'title', 'costUsd');
     const c = await h.op({ operation: 'get_agent_config' });
     expect(c.body).to.include({ provider: 'local', maxToolResultBytes: 65536, autoApprove: false });
   });

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { capObservation } from '../agent/observation.js';
 import { listDir, readFile, tailFile, writeFile, type ReadFileResult } from '../agent/tools/fsTools.js';
@@ -194,7 +194,11 @@ describe('grep_files', () => {
 });
 
 describe('write_file', () => {
-  it('writes atomically inside components, creating directories', async () => {
+  it('writes atomically inside an existing component, creating directories; a new component folder is refused', async () => {
+    const refused = await writeFile({ root: 'components', path: 'notes/todo.txt', content: 'x' }, ctx(65536)).catch((e: Error) => e.message);
+    expect(refused).to.equal("components/notes does not exist: write_file writes inside an existing component's folder (Harper loads every folder in components as a component at its next boot, and a new one that is not a component fails there)");
+    expect(existsSync(path.join(scopes.components, 'notes'))).to.equal(false);
+    mkdirSync(path.join(scopes.components, 'app'), { recursive: true });
     const r = await writeFile({ root: 'components', path: 'app/new/file.txt', content: 'héllo' }, ctx(65536));
     expect(r).to.deep.equal({ path: 'components/app/new/file.txt', bytes: 6, created: true });
     expect(readFileSync(path.join(scopes.components, 'app/new/file.txt'), 'utf8')).to.equal('héllo');

@@ -146,6 +146,9 @@ describe('export', () => {
     expect(md).to.include('### #2 tool read_file · 2023-11-14T22:13:20.002Z · 2,011 bytes [cut: working set (agent.workingSetBytes)]');
     expect(largest).to.be.below(2600);
     expect(md.startsWith('# Harper Agent session s1\n\n**question 0**\n\n- status: completed\n')).to.equal(true);
+    // Every fence opens a line of its own (a renderer shows it as a block): the tool call's arguments too.
+    expect(md).to.include('\n→ `read_file`\n\n```json\n{"path":"x"}\n```\n');
+    expect(md.split('\n').filter((l) => l.includes('```') && !/^`{3,}(json)?$/.test(l))).to.deep.equal([]);
   });
 
   it('JSON is one document with every message in order, written message by message', async () => {

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { activeRun } from '../agent/runs.js';
 import { createOperations, HttpError } from '../agent/operations.js';
@@ -114,7 +114,8 @@ describe('the run loop', () => {
   });
 
   describe('approval of destructive tools', () => {
-    const write = (h: Harness) => calls(['write_file', { root: 'components', path: 'app/x.js', content: 'export {}\n' }]);
+    // Into a component that exists (write_file makes no new component folder).
+    const write = (h: Harness) => (mkdirSync(path.join(h.scopes.components, 'app'), { recursive: true }), calls(['write_file', { root: 'components', path: 'app/x.js', content: 'export {}\n' }]));
 
     it('pauses for approval, then writes and completes when approved', async () => {
       const h = harness([]);

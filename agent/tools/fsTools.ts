@@ -378,6 +378,12 @@ export async function writeFile(args: Record<string, unknown>, ctx: ToolContext)
   const resolved = await resolveScoped(ctx.scopes, args.root, args.path, { write: true, mayNotExist: true });
   if (resolved.exists && !resolved.stats.isFile()) throw new ToolError(`${resolved.display} is not a regular file`);
   if (!args.path || resolved.display.endsWith('/')) throw new ToolError('path must name a file');
+  // Each folder in the components scope is loaded as a component at Harper's next boot: a new one holding a note would
+  // fail to load there. Writes go into a component that exists.
+  const top = path.relative(ctx.scopes.components, resolved.real).split(path.sep)[0]!;
+  if (path.dirname(resolved.real) !== ctx.scopes.components && !(await fs.stat(path.join(ctx.scopes.components, top)).catch(() => null))?.isDirectory()) {
+    throw new ToolError(`components/${top} does not exist: write_file writes inside an existing component's folder (Harper loads every folder in components as a component at its next boot, and a new one that is not a component fails there)`);
+  }
   await fs.mkdir(path.dirname(resolved.real), { recursive: true });
   // Atomic: a reader sees the old file or the new one, never half of it.
   const temp = path.join(path.dirname(resolved.real), `.${path.basename(resolved.real)}.${randomBytes(6).toString('hex')}.tmp`);
