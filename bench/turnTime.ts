@@ -1,0 +1,80 @@
+// `npm run bench:turn`: the agent's own time per tool turn on a real Harper 4.7.29 (the built component), with a
+// provider that answers at once (the provider-compatible server, zero delay) through the real OpenAI SDK, streamed:
+// a 1 MiB log read to its end, three times. A turn's own time is the gap between two stored tool results (their `at`)
+// less the provider's time for the model call between them (the call log's latencyMs): what the agent spends
+// building, sizing and sending the request, storing and publishing. Prints the medians and writes the `turn` section
+// of BENCHMARKS.md.
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { readerResponder } from '../integrationTests/providerServer/pager.js';
+import { ProviderServer } from '../integrationTests/providerServer/server.js';
+import { freePort, startHarper, type RunningHarper } from '../scripts/harper.js';
+import { replaceSection } from './benchmarksFile.js';
+import { op } from './storage.js';
+
+const READS = 3;
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+
+function writeLog(file: string, bytes: number): void {
+  const lines: string[] = [];
+  for (let i = 0, size = 0; size < bytes; i++) {
+    const line = `2026-12-07T01:${String(i % 60).padStart(2, '0')}:00Z [http/${i % 4}] [${i % 53 ? 'info' : 'error'}]: GET /api/records/${(i * 7919) % 100000} ${i % 97} ms\n`;
+    lines.push(line);
+    size += line.length;
+  }
+  writeFileSync(file, lines.join('').slice(0, bytes));
+}
+
+/** One read to the end: each tool turn's own time (ms), and the provider's. */
+async function read(h: RunningHarper, file: string): Promise<{ own: number[]; provider: number[] }> {
+  const { session_id } = await op(h, { operation: 'agent_prompt', message: `read logs/${file} to its end` });
+  let s: any;
+  for (;;) {
+    s = await op(h, { operation: 'get_agent_session', session_id });
+    if (s.status !== 'running') break;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  if (s.status !== 'completed') throw new Error(`the read ended ${s.status}: ${s.lastError}`);
+  const calls = (await op(h, { operation: 'list_agent_model_calls', session_id })).calls as { at: number; latencyMs: number }[];
+  const tools = (s.messages as { role: string; at: number }[]).filter((m) => m.role === 'tool').map((m) => m.at);
+  const own: number[] = [];
+  const provider: number[] = [];
+  for (let i = 1; i < tools.length; i++) {
+    // The model call between two results: the one made after the first.
+    const call = calls.find((c) => c.at >= tools[i - 1]! && c.at <= tools[i]!);
+    if (!call) continue;
+    provider.push(call.latencyMs);
+    own.push(tools[i]! - tools[i - 1]! - call.latencyMs);
+  }
+  return { own, provider };
+}
+
+async function main() {
+  const rootPath = mkdtempSync(path.join(os.tmpdir(), 'harper-agent-bench-turn-'));
+  const server = await new ProviderServer().start();
+  const h = await startHarper({ rootPath, httpPort: await freePort(), opsPort: await freePort(), output: `${rootPath}.out` });
+  const rows: string[] = ['| read | tool turns | own time per turn (median) | provider time per turn (median) |', '| --- | --- | --- | --- |'];
+  const all: number[] = [];
+  try {
+    writeLog(path.join(rootPath, 'log', 'turn.log'), 1024 * 1024);
+    await op(h, { operation: 'set_agent_config', provider: 'openai', baseUrl: `${server.url}/v1`, apiKey: 'k', maxRetries: 0, model: 'bench-turn', stream: true, maxTurns: 500 });
+    for (let r = 1; r <= READS; r++) {
+      server.reset();
+      server.responder = readerResponder('logs', 'turn.log');
+      const { own, provider } = await read(h, 'turn.log');
+      all.push(...own);
+      rows.push(`| ${r} | ${own.length} | ${median(own).toFixed(1)} ms | ${median(provider).toFixed(1)} ms |`);
+      console.log(rows.at(-1));
+    }
+  } finally {
+    await h.stop();
+    await server.close();
+    rmSync(rootPath, { recursive: true, force: true });
+  }
+  rows.push(`| all | ${all.length} | ${median(all).toFixed(1)} ms | |`);
+  console.log(`\n${rows.join('\n')}`);
+  replaceSection(path.join(process.cwd(), 'BENCHMARKS.md'), 'turn', ['## The agent\'s own time per tool turn (npm run bench:turn)', '', 'A 1 MiB log read to its end through the real OpenAI SDK, streamed, against a provider that answers at once; own time = the gap between two stored tool results less the call log\'s provider time between them.', '', ...rows].join('\n'));
+}
+
+await main();
