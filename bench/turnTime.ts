@@ -53,7 +53,7 @@ async function read(h: RunningHarper, file: string): Promise<{ own: number[]; pr
 async function main() {
   const rootPath = mkdtempSync(path.join(os.tmpdir(), 'harper-agent-bench-turn-'));
   const server = await new ProviderServer().start();
-  const h = await startHarper({ rootPath, httpPort: await freePort(), opsPort: await freePort(), output: `${rootPath}.out` });
+  const h = await startHarper({ rootPath, httpPort: await freePort(), opsPort: await freePort(), output: `${rootPath}.out`, ...(process.env.TURN_PROFILE_DIR ? { env: { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${process.env.TURN_PROFILE_DIR}` } } : {}) });
   const rows: string[] = ['| read | tool turns | own time per turn (median) | provider time per turn (median) |', '| --- | --- | --- | --- |'];
   const all: number[] = [];
   try {
