@@ -33,7 +33,7 @@ export function estimateTokens(input: Pick<GenerateInput, 'system' | 'messages' 
   if (counter) {
     // Part by part, so the counter's memo serves every part a turn re-sends; the separators between parts are in
     // PER_ITEM_TOKENS.
-    let tokens = counter.count(JSON.stringify({ system: input.system, tools: input.tools })) + ENVELOPE_TOKENS + PER_ITEM_TOKENS * items;
+    let tokens = fixedTokens(input, counter) + ENVELOPE_TOKENS + PER_ITEM_TOKENS * items;
     for (const m of input.messages) {
       tokens += counter.count(m.content);
       if (m.role === 'assistant' && m.toolCalls?.length) tokens += counter.count(JSON.stringify(m.toolCalls));
@@ -42,6 +42,17 @@ export function estimateTokens(input: Pick<GenerateInput, 'system' | 'messages' 
   }
   const json = JSON.stringify({ system: input.system, tools: input.tools, messages: input.messages });
   return Math.ceil((Buffer.byteLength(json) + ENVELOPE_BYTES + PER_ITEM_BYTES * items) / BYTES_PER_TOKEN);
+}
+
+/** The system prompt's and tool list's count, kept per tool list (a run's list is one array for all its requests):
+ * serializing 20 KB of tool specs for the memo's key cost more than the rest of a turn's count. */
+const fixedCounts = new WeakMap<object, { system: string; counter: TokenCounter; tokens: number }>();
+function fixedTokens(input: Pick<GenerateInput, 'system' | 'tools'>, counter: TokenCounter): number {
+  const known = fixedCounts.get(input.tools);
+  if (known && known.system === input.system && known.counter === counter) return known.tokens;
+  const tokens = counter.count(JSON.stringify({ system: input.system, tools: input.tools }));
+  fixedCounts.set(input.tools, { system: input.system, counter, tokens });
+  return tokens;
 }
 
 /** Where limits are kept: `agent.AgentContextLimit` in Harper, a map in unit tests. */

@@ -110,12 +110,14 @@ export const SILENT_OVERFLOW_MIN_BYTES = 32 * 1024;
  * Servers that truncate the prompt instead of rejecting it (Ollama), or stop at `length` with no output, overflow
  * silently. Returns why this answer looks like one, or null.
  */
-export function silentOverflow(out: GenerateOutput, config: AgentConfig, conversationBytes: number): string | null {
+export function silentOverflow(out: GenerateOutput, config: AgentConfig, bytes: number | (() => number)): string | null {
   const window = config.contextWindowTokens;
   if (window && out.usage && out.usage.inputTokens >= window) {
     return `the provider reported ${out.usage.inputTokens} input tokens, all of agent.contextWindowTokens (${window}): it most likely cut the conversation (a silent overflow)`;
   }
-  if (out.finishReason === 'length' && !out.text.trim() && out.toolCalls.length === 0 && conversationBytes >= SILENT_OVERFLOW_MIN_BYTES) {
+  // The conversation's size only when it can matter (an empty answer cut at the length limit): not on every call.
+  const conversationBytes = out.finishReason === 'length' && !out.text.trim() && out.toolCalls.length === 0 ? (typeof bytes === 'number' ? bytes : bytes()) : 0;
+  if (conversationBytes >= SILENT_OVERFLOW_MIN_BYTES) {
     return `the model stopped at its length limit having produced nothing while the conversation is ${conversationBytes} bytes: the server most likely ran out of context (a silent overflow)`;
   }
   return null;
@@ -129,7 +131,19 @@ export type CallPurpose = 'turn' | 'compaction';
  * unseen); each of its requests is recorded in the model-call log whatever the outcome (the records are written before
  * the call's result is acted on).
  */
-export async function callModel(deps: LoopDeps, session: Session, req: TurnRequest, input: GenerateInput, estimate: number, purpose: CallPurpose = 'turn'): Promise<GenerateOutput> {
+/** A request's estimated tokens, or how to count them: a turn with no budget to fit and no spending limit counts only
+ * when something asks (a call the provider reported no usage for, a rejection to learn from), so the tokenizer does
+ * not run on every new page for nothing. */
+export type Estimate = number | (() => number);
+export const tokensOf = (e: Estimate): number => (typeof e === 'number' ? e : e());
+
+/** `count` once, the first time it is asked. */
+export function lazily(count: () => number): () => number {
+  let n: number | undefined;
+  return () => (n ??= count());
+}
+
+export async function callModel(deps: LoopDeps, session: Session, req: TurnRequest, input: GenerateInput, estimate: Estimate, purpose: CallPurpose = 'turn'): Promise<GenerateOutput> {
   const id = session.session_id;
   // A run cancelled while it prepared this call sends nothing (a backend may not look at a signal already aborted).
   req.signal.throwIfAborted();
@@ -141,7 +155,7 @@ export async function callModel(deps: LoopDeps, session: Session, req: TurnReque
   try {
     // A signal per request: SDKs add an abort listener per call, and a run makes many calls on one run signal.
     out = await req.backend.generate(input, AbortSignal.any([req.signal]), onEvent);
-    const silent = silentOverflow(out, req.config, Buffer.byteLength(JSON.stringify(input.messages)));
+    const silent = silentOverflow(out, req.config, () => Buffer.byteLength(JSON.stringify(input.messages)));
     if (silent) throw new ModelError(silent, req.backend.provider, 400, true, 'silent_overflow');
     return out;
   } catch (error) {
@@ -154,13 +168,14 @@ export async function callModel(deps: LoopDeps, session: Session, req: TurnReque
 }
 
 /** The call's requests into the model-call log, the last one with what the call returned or why it failed. */
-async function recordCalls(deps: LoopDeps, session: Session, req: TurnRequest, estimate: number, out: GenerateOutput | undefined, failure: unknown, purpose: CallPurpose): Promise<void> {
+async function recordCalls(deps: LoopDeps, session: Session, req: TurnRequest, estimated: Estimate, out: GenerateOutput | undefined, failure: unknown, purpose: CallPurpose): Promise<void> {
   const sent = req.meter.take();
   if (!deps.calls || sent.length === 0) return;
   const errorClass = failure === undefined ? undefined : isAbortError(failure, req.signal) ? 'cancelled' : isModelError(failure) ? failure.errorClass : 'internal';
   const outputEstimate = out ? Math.ceil(Buffer.byteLength(out.text + JSON.stringify(out.toolCalls)) / 3) : undefined;
   await deps.calls.record(
-    callRecords(sent, { usage: out?.usage, estimate, outputEstimate, errorClass }, {
+    // The estimate is counted only for a successful call the provider reported no tokens for.
+    callRecords(sent, { usage: out?.usage, estimate: out && !out.usage ? tokensOf(estimated) : 0, outputEstimate, errorClass }, {
       session_id: session.session_id,
       node: deps.store.node,
       provider: req.backend.provider,
@@ -183,9 +198,10 @@ export function promptStart(messages: readonly { role: string; at?: number }[]):
  * plus what this call could cost (its estimated input, and agent.maxTokens of output), against agent.maxCostUsd and
  * agent.maxSessionCostUsd. A call that could cross one is not sent: the run ends here, every tool call answered.
  */
-export async function checkSpend(deps: LoopDeps, session: Session, req: TurnRequest, estimate: number): Promise<void> {
+export async function checkSpend(deps: LoopDeps, session: Session, req: TurnRequest, estimated: Estimate): Promise<void> {
   const { maxCostUsd, maxSessionCostUsd } = req.config;
   if (maxCostUsd === undefined && maxSessionCostUsd === undefined) return;
+  const estimate = tokensOf(estimated);
   const priced = priceOf(req.config, req.backend.provider, req.model);
   if (!priced) {
     throw new RunError(

@@ -7,7 +7,7 @@ import type { GenerateInput, GenerateOutput } from '../resources/models/types.js
 import { COMPACTION_SYSTEM, compactionContent, compactionSizes, digest, planCompaction, segmentBlocks, splitParts, summaryPrompt, type CompactionPlan, type CompactionRecord, type CompactionSizes, type StoredMessage } from './compaction.js';
 import { estimateTokens, LEARNED_MARGIN, type Budget } from './contextBudget.js';
 import { CONTEXT_ADVICE, RunError, type LoopDeps } from './loopDeps.js';
-import { budgetOf, buildInput, callModel, checkSpend, target, type TurnRequest } from './modelCall.js';
+import { budgetOf, buildInput, callModel, checkSpend, lazily, target, tokensOf, type Estimate, type TurnRequest } from './modelCall.js';
 import { RunSupersededError, workingSetCuts, type RunGuard, type Session } from './session.js';
 
 /** A model's answer and the session as it was sent. */
@@ -26,13 +26,17 @@ export async function generateTurn(deps: LoopDeps, current: Session, req: TurnRe
   const id = current.session_id;
   const budget = await budgetOf(deps, req);
   const kept = await compactWhenDue(deps, await keepWorkingSet(deps, current, req), req, budget);
-  const { session, estimate } = await fitBudget(deps, kept.session, req, budget, kept.estimate);
-  await checkSpend(deps, session, req, estimate);
+  const { session, estimated } = await fitBudget(deps, kept.session, req, budget, kept.estimate);
+  const input = buildInput(deps, session, req);
+  // Counted when there was a budget to fit; else only when something asks (agent/modelCall.ts Estimate).
+  const estimateOf: Estimate = estimated ?? lazily(() => estimateTokens(input, req.counter));
+  await checkSpend(deps, session, req, estimateOf);
   try {
-    return { out: await callModel(deps, session, req, buildInput(deps, session, req), estimate), sent: session };
+    return { out: await callModel(deps, session, req, input, estimateOf), sent: session };
   } catch (error) {
     if (!isModelError(error) || !error.contextWindowExceeded || req.signal.aborted) throw error;
     // The estimate let this request through and the provider still rejected it: remember the size that failed.
+    const estimate = tokensOf(estimateOf);
     await deps.limits?.learn(target(req), estimate).catch(() => undefined);
     deps.log?.(`harper-agent: session ${id}: ${error.message}; cutting the newest tool results (or compacting) and retrying once`);
     const cut = await deps.store.shrinkNewestToolResults(id, req.guard, req.headBytes);
@@ -78,10 +82,12 @@ async function keepWorkingSet(deps: LoopDeps, current: Session, req: TurnRequest
  * Pre-flight: while the request's estimate is over the budget, apply the same shrink as after a rejection, group by
  * group from the newest, then compaction; when neither is left and it still does not fit, end the run without sending.
  */
-async function fitBudget(deps: LoopDeps, current: Session, req: TurnRequest, budget: Budget | null, known?: number): Promise<{ session: Session; estimate: number }> {
+async function fitBudget(deps: LoopDeps, current: Session, req: TurnRequest, budget: Budget | null, known?: number): Promise<{ session: Session; estimated?: number }> {
   const id = current.session_id;
   let session = current;
   const counter = req.counter;
+  // No budget: nothing to fit, and the count waits until something asks for it.
+  if (!budget && known === undefined) return { session };
   let estimate = known ?? estimateTokens(buildInput(deps, session, req), counter);
   while (budget && estimate > budget.tokens) {
     const cut = await deps.store.shrinkNewestToolResults(id, req.guard, req.headBytes);
@@ -96,7 +102,7 @@ async function fitBudget(deps: LoopDeps, current: Session, req: TurnRequest, bud
     session = next;
     estimate = estimateTokens(buildInput(deps, session, req), counter);
   }
-  return { session, estimate };
+  return { session, estimated: estimate };
 }
 
 // ------------------------------------------------------------------------------------------------------------
@@ -109,9 +115,22 @@ export function sizesFor(deps: LoopDeps, session: Session, req: TurnRequest, bud
   const input = buildInput(deps, session, req);
   const fixed = (req.fixedTokens ??= estimateTokens({ ...input, messages: [] }, req.counter));
   const estimate = estimateTokens(input, req.counter);
-  const bytes = Buffer.byteLength(JSON.stringify(input.messages));
+  const bytes = messagesBytes(input.messages);
   const bytesPerToken = estimate > fixed ? Math.min(4, Math.max(1.5, bytes / (estimate - fixed))) : 3;
   return { sizes: compactionSizes(budget.tokens, req.config.compactAtPercent, fixed, bytesPerToken), estimate };
+}
+
+/** The messages' JSON bytes, each message's kept with it: a turn re-sends the same message objects, and serializing
+ * the whole transcript every turn was a measurable share of a turn's own time. */
+const jsonBytes = new WeakMap<object, number>();
+function messagesBytes(messages: readonly object[]): number {
+  let bytes = 2 + Math.max(0, messages.length - 1);
+  for (const m of messages) {
+    let b = jsonBytes.get(m);
+    if (b === undefined) jsonBytes.set(m, (b = Buffer.byteLength(JSON.stringify(m))));
+    bytes += b;
+  }
+  return bytes;
 }
 
 /** Compacts when the next request would pass agent.compactAtPercent of the budget (a known budget only). Answers the
