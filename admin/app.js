@@ -513,16 +513,19 @@ async function loadWatches() {
   }
 }
 
-async function watchOperation(body) {
+/** An operation from a button: its error as the notice, then the panel read again; `ask` confirms it first. */
+async function act(body, reload, ask) {
   notice(null);
-  if (body.operation === 'delete_agent_watch' && !confirm('Delete this watch? Its runs\' sessions stay.')) return;
+  if (ask && !confirm(ask)) return;
   try {
     await operation(body);
   } catch (error) {
     notice(error.message);
   }
-  await loadWatches();
+  await reload();
 }
+
+const watchOperation = (body) => act(body, loadWatches, body.operation === 'delete_agent_watch' ? "Delete this watch? Its runs' sessions stay." : undefined);
 
 $('watch-form').addEventListener('submit', async (event) => {
   event.preventDefault();
@@ -570,16 +573,7 @@ async function loadNotes() {
   }
 }
 
-async function noteOperation(body, ask) {
-  notice(null);
-  if (ask && !confirm(ask)) return;
-  try {
-    await operation(body);
-  } catch (error) {
-    notice(error.message);
-  }
-  await loadNotes();
-}
+const noteOperation = (body, ask) => act(body, loadNotes, ask);
 
 $('note-form').addEventListener('submit', async (event) => {
   event.preventDefault();

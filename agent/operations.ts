@@ -87,7 +87,8 @@ interface Operation {
   handle(input: Record<string, unknown>, user: User, via?: Via): Promise<unknown>;
 }
 
-function object(properties: Record<string, unknown>, required: string[] = []) {
+/** An operation's input schema: these properties (and `operation`), these required, nothing else. */
+export function object(properties: Record<string, unknown>, required: string[] = []) {
   return { type: 'object', properties: { operation: { type: 'string' }, ...properties }, required, additionalProperties: false };
 }
 

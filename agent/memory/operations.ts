@@ -2,7 +2,7 @@
 // Notes and runbooks are the instance's, not a user's: every user of the agent reads them (recall brings them into
 // everyone's prompts); the author or a super_user changes or deletes one.
 import { isSuperUser } from '../access.js';
-import { HttpError, type User } from '../operations.js';
+import { HttpError, object, type User } from '../operations.js';
 import { MAX_NOTE_CHARS, MemoryError, type Memory } from './memory.js';
 
 const SCOPE = {
@@ -12,10 +12,6 @@ const SCOPE = {
   additionalProperties: false,
 };
 const id = { type: 'string', minLength: 1, maxLength: 128, pattern: '^[A-Za-z0-9._:-]+$' };
-
-function object(properties: Record<string, unknown>, required: string[] = []) {
-  return { type: 'object', properties: { operation: { type: 'string' }, ...properties }, required, additionalProperties: false };
-}
 
 /** A MemoryError (a key in a note, a note too long) is the caller's to fix: 400. */
 async function checked<T>(work: () => Promise<T>): Promise<T> {
@@ -30,6 +26,13 @@ async function checked<T>(work: () => Promise<T>): Promise<T> {
 export function memoryOperations(memory: Memory) {
   const mayChange = (user: User, author: string | null, what: string) => {
     if (!isSuperUser(user) && author !== user.username) throw new HttpError(403, `${what} was written by ${author ?? 'another user'}: only they or a super_user may change it`);
+  };
+  /** The note, or 404; its author or a super_user only. */
+  const mustChangeNote = async (user: User, id: string) => {
+    const note = await memory.getNote(id);
+    if (!note) throw new HttpError(404, `note ${JSON.stringify(id)} not found`);
+    mayChange(user, note.user, `note ${note.note_id}`);
+    return note;
   };
   return {
     add_agent_note: {
@@ -50,18 +53,14 @@ export function memoryOperations(memory: Memory) {
     update_agent_note: {
       schema: object({ note_id: id, text: { type: 'string', minLength: 1, maxLength: MAX_NOTE_CHARS }, scope: { oneOf: [SCOPE, { type: 'null' }] } }, ['note_id']),
       async handle(input: Record<string, unknown>, user: User) {
-        const note = await memory.getNote(input.note_id as string);
-        if (!note) throw new HttpError(404, `note ${JSON.stringify(input.note_id)} not found`);
-        mayChange(user, note.user, `note ${note.note_id}`);
+        const note = await mustChangeNote(user, input.note_id as string);
         return checked(async () => (await memory.updateNote(note.note_id, { text: input.text as string | undefined, scope: input.scope as never }))!);
       },
     },
     delete_agent_note: {
       schema: object({ note_id: id }, ['note_id']),
       async handle(input: Record<string, unknown>, user: User) {
-        const note = await memory.getNote(input.note_id as string);
-        if (!note) throw new HttpError(404, `note ${JSON.stringify(input.note_id)} not found`);
-        mayChange(user, note.user, `note ${note.note_id}`);
+        const note = await mustChangeNote(user, input.note_id as string);
         await memory.deleteNote(note.note_id);
         return { note_id: note.note_id, deleted: true };
       },

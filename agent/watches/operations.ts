@@ -4,7 +4,7 @@
 import { randomUUID } from 'node:crypto';
 import { scopesFor, sees } from '../access.js';
 import type { LoopDeps } from '../loopDeps.js';
-import { HttpError, type User } from '../operations.js';
+import { HttpError, object, type User } from '../operations.js';
 import { openScoped } from '../tools/scopes.js';
 import type { DeliveryLog } from './delivery.js';
 import type { WatchTable } from './watcher.js';
@@ -73,10 +73,6 @@ const DEFINITION = {
   limits: LIMITS,
   delivery: DELIVERY,
 };
-
-function object(properties: Record<string, unknown>, required: string[] = []) {
-  return { type: 'object', properties: { operation: { type: 'string' }, ...properties }, required, additionalProperties: false };
-}
 
 export function watchOperations(deps: WatchOperationsDeps) {
   const table = () => {
