@@ -44,6 +44,32 @@ export function estimateTokens(input: Pick<GenerateInput, 'system' | 'messages' 
   return Math.ceil((Buffer.byteLength(json) + ENVELOPE_BYTES + PER_ITEM_BYTES * items) / BYTES_PER_TOKEN);
 }
 
+/**
+ * estimateTokens's count, or a bound above it when that is all a caller needs: a part the counter has not counted
+ * before is taken at its UTF-8 size (a token covers at least one byte) instead of tokenized, unless the bounded total
+ * passes `exactAbove`, when every part is counted. Never below the exact count (unitTests/properties.test.ts); a turn
+ * far from its budget then tokenizes nothing new. A counter that cannot bound (none, or no memo) counts as before.
+ */
+export function boundedTokens(input: Pick<GenerateInput, 'system' | 'messages' | 'tools'>, counter: TokenCounter | undefined, exactAbove: number): { tokens: number; exact: boolean } {
+  if (!counter?.known || !counter.perByte) return { tokens: estimateTokens(input, counter), exact: true };
+  let tokens = fixedTokens(input, counter) + ENVELOPE_TOKENS + PER_ITEM_TOKENS * (input.messages.length + input.tools.length);
+  let bound = 0;
+  const pending: string[] = [];
+  const part = (text: string) => {
+    const known = text.length < 1024 ? counter.count(text) : counter.known!(text);
+    if (known !== undefined) return void (tokens += known);
+    pending.push(text);
+    bound += Math.ceil(Buffer.byteLength(text) * counter.perByte!);
+  };
+  for (const m of input.messages) {
+    part(m.content);
+    if (m.role === 'assistant' && m.toolCalls?.length) part(JSON.stringify(m.toolCalls));
+  }
+  if (tokens + bound <= exactAbove) return { tokens: tokens + bound, exact: pending.length === 0 };
+  for (const text of pending) tokens += counter.count(text);
+  return { tokens, exact: true };
+}
+
 /** The system prompt's and tool list's count, kept per tool list (a run's list is one array for all its requests):
  * serializing 20 KB of tool specs for the memo's key cost more than the rest of a turn's count. */
 const fixedCounts = new WeakMap<object, { system: string; counter: TokenCounter; tokens: number }>();

@@ -8,6 +8,11 @@ export interface TokenCounter {
   /** Which tokenizer, for contextBudget's source and the bench. */
   name: string;
   count(text: string): number;
+  /** The count of a text counted before (the memo), without tokenizing; undefined when it was not. */
+  known?(text: string): number | undefined;
+  /** Tokens per UTF-8 byte at most: a byte-level BPE token covers at least one byte (1); a stand-in's margin on top.
+   * What lets a part not counted yet be bounded by its size (agent/contextBudget.ts boundedTokens). */
+  perByte?: number;
 }
 
 /** Set by scripts/bundle.ts: the bundle has gpt-tokenizer's ES modules beside it (./gpt-tokenizer/), not the package. */
@@ -25,11 +30,12 @@ const MEMO_MIN_CHARS = 1024;
 /** A thread keeps the counts of its most recent parts up to this many characters (the memo holds the text as its key). */
 const MEMO_MAX_CHARS = 16 * 1024 * 1024;
 
-/** A count per text, the least recently used dropped first: a Map keeps insertion order, a hit is re-inserted. */
-export function memoized(count: (text: string) => number, maxChars = MEMO_MAX_CHARS): (text: string) => number {
+/** A count per text, the least recently used dropped first: a Map keeps insertion order, a hit is re-inserted.
+ * `known` looks a text up without counting it. */
+export function memoized(count: (text: string) => number, maxChars = MEMO_MAX_CHARS): ((text: string) => number) & { known(text: string): number | undefined } {
   const memo = new Map<string, number>();
   let chars = 0;
-  return (text) => {
+  const counted = (text: string) => {
     if (text.length < MEMO_MIN_CHARS) return count(text);
     const known = memo.get(text);
     if (known !== undefined) {
@@ -47,6 +53,7 @@ export function memoized(count: (text: string) => number, maxChars = MEMO_MAX_CH
     }
     return n;
   };
+  return Object.assign(counted, { known: (text: string) => memo.get(text) });
 }
 
 /** Providers whose models may run on the operator's own server, in a small window, where bytes / 3 is not safe. */
@@ -66,7 +73,9 @@ export async function counterFor(provider: string, model: string): Promise<Token
   const own = await tokenCounter(model);
   if (own || !SELF_HOSTED.has(provider)) return own;
   const base = await tokenCounter(STAND_IN_MODEL);
-  return base && { name: `gpt-tokenizer o200k_base × ${STAND_IN_MARGIN} (a stand-in: none for ${model})`, count: (text) => Math.ceil(base.count(text) * STAND_IN_MARGIN) };
+  if (!base) return undefined;
+  const scaled = (n: number | undefined) => (n === undefined ? undefined : Math.ceil(n * STAND_IN_MARGIN));
+  return { name: `gpt-tokenizer o200k_base × ${STAND_IN_MARGIN} (a stand-in: none for ${model})`, count: (text) => scaled(base.count(text))!, known: (text) => scaled(base.known?.(text)), perByte: STAND_IN_MARGIN };
 }
 
 /** The tokenizer for a model id, or undefined when no package has one (Claude, Llama, Qwen…). */
@@ -81,7 +90,8 @@ async function load(model: string): Promise<TokenCounter | undefined> {
   try {
     const m = (await import(modelModule(model))) as { countTokens(text: string): number };
     if (typeof m.countTokens !== 'function') return undefined;
-    return { name: `gpt-tokenizer ${model}`, count: memoized((text) => m.countTokens(text)) };
+    const count = memoized((text) => m.countTokens(text));
+    return { name: `gpt-tokenizer ${model}`, count, known: count.known, perByte: 1 };
   } catch {
     return undefined;
   }

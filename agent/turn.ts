@@ -5,7 +5,7 @@ import { errorInfo } from '../resources/models/agentLoop.js';
 import { isAbortError, isModelError } from '../resources/models/backendHelpers.js';
 import type { GenerateInput, GenerateOutput } from '../resources/models/types.js';
 import { COMPACTION_SYSTEM, compactionContent, compactionSizes, digest, planCompaction, segmentBlocks, splitParts, summaryPrompt, type CompactionPlan, type CompactionRecord, type CompactionSizes, type StoredMessage } from './compaction.js';
-import { estimateTokens, LEARNED_MARGIN, type Budget } from './contextBudget.js';
+import { boundedTokens, estimateTokens, LEARNED_MARGIN, type Budget } from './contextBudget.js';
 import { CONTEXT_ADVICE, RunError, type LoopDeps } from './loopDeps.js';
 import { budgetOf, buildInput, callModel, checkSpend, lazily, target, tokensOf, type Estimate, type TurnRequest } from './modelCall.js';
 import { RunSupersededError, workingSetCuts, type RunGuard, type Session } from './session.js';
@@ -26,10 +26,11 @@ export async function generateTurn(deps: LoopDeps, current: Session, req: TurnRe
   const id = current.session_id;
   const budget = await budgetOf(deps, req);
   const kept = await compactWhenDue(deps, await keepWorkingSet(deps, current, req), req, budget);
-  const { session, estimated } = await fitBudget(deps, kept.session, req, budget, kept.estimate);
+  const { session } = await fitBudget(deps, kept.session, req, budget, kept.estimate);
   const input = buildInput(deps, session, req);
-  // Counted when there was a budget to fit; else only when something asks (agent/modelCall.ts Estimate).
-  const estimateOf: Estimate = estimated ?? lazily(() => estimateTokens(input, req.counter));
+  // The fit was decided on a bound where that sufficed (boundedTokens); the count itself is made when something asks
+  // for it: a spending limit, a call the provider reported no usage for, a rejection to learn from.
+  const estimateOf: Estimate = lazily(() => estimateTokens(input, req.counter));
   await checkSpend(deps, session, req, estimateOf);
   try {
     return { out: await callModel(deps, session, req, input, estimateOf), sent: session };
@@ -82,13 +83,13 @@ async function keepWorkingSet(deps: LoopDeps, current: Session, req: TurnRequest
  * Pre-flight: while the request's estimate is over the budget, apply the same shrink as after a rejection, group by
  * group from the newest, then compaction; when neither is left and it still does not fit, end the run without sending.
  */
-async function fitBudget(deps: LoopDeps, current: Session, req: TurnRequest, budget: Budget | null, known?: number): Promise<{ session: Session; estimated?: number }> {
+async function fitBudget(deps: LoopDeps, current: Session, req: TurnRequest, budget: Budget | null, known?: number): Promise<{ session: Session }> {
   const id = current.session_id;
   let session = current;
   const counter = req.counter;
   // No budget: nothing to fit, and the count waits until something asks for it.
-  if (!budget && known === undefined) return { session };
-  let estimate = known ?? estimateTokens(buildInput(deps, session, req), counter);
+  if (!budget) return { session };
+  let estimate = known ?? boundedTokens(buildInput(deps, session, req), counter, budget.tokens).tokens;
   while (budget && estimate > budget.tokens) {
     const cut = await deps.store.shrinkNewestToolResults(id, req.guard, req.headBytes);
     const next = cut > 0 ? (await deps.store.get(id))! : req.config.compaction ? await compact(deps, session, req, sizesFor(deps, session, req, budget).sizes, false) : null;
@@ -102,7 +103,7 @@ async function fitBudget(deps: LoopDeps, current: Session, req: TurnRequest, bud
     session = next;
     estimate = estimateTokens(buildInput(deps, session, req), counter);
   }
-  return { session, estimated: estimate };
+  return { session };
 }
 
 // ------------------------------------------------------------------------------------------------------------
@@ -137,6 +138,10 @@ function messagesBytes(messages: readonly object[]): number {
  * session, and the request's estimate when nothing changed. */
 async function compactWhenDue(deps: LoopDeps, session: Session, req: TurnRequest, budget: Budget | null): Promise<{ session: Session; estimate?: number }> {
   if (!req.config.compaction || !budget) return { session };
+  // Far below the threshold, a bound says so without tokenizing the new pages (contextBudget.ts boundedTokens).
+  const threshold = Math.floor((budget.tokens * req.config.compactAtPercent) / 100);
+  const bounded = boundedTokens(buildInput(deps, session, req), req.counter, threshold);
+  if (bounded.tokens <= threshold) return { session, estimate: bounded.tokens };
   const { sizes, estimate } = sizesFor(deps, session, req, budget);
   if (estimate <= sizes.threshold) return { session, estimate };
   return { session: (await compact(deps, session, req, sizes, false)) ?? session };

@@ -7,7 +7,7 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { readerResponder } from '../integrationTests/providerServer/pager.js';
+import { isSummaryRequest, readerResponder } from '../integrationTests/providerServer/pager.js';
 import { ProviderServer } from '../integrationTests/providerServer/server.js';
 import { freePort, startHarper, type RunningHarper } from '../scripts/harper.js';
 import { replaceSection } from './benchmarksFile.js';
@@ -56,15 +56,28 @@ async function main() {
   const h = await startHarper({ rootPath, httpPort: await freePort(), opsPort: await freePort(), output: `${rootPath}.out`, ...(process.env.TURN_PROFILE_DIR ? { env: { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${process.env.TURN_PROFILE_DIR}` } } : {}) });
   const rows: string[] = ['| read | tool turns | own time per turn (median) | provider time per turn (median) |', '| --- | --- | --- | --- |'];
   const all: number[] = [];
+  const windowed: number[] = [];
   try {
     writeLog(path.join(rootPath, 'log', 'turn.log'), 1024 * 1024);
     await op(h, { operation: 'set_agent_config', provider: 'openai', baseUrl: `${server.url}/v1`, apiKey: 'k', maxRetries: 0, model: 'bench-turn', stream: true, maxTurns: 500 });
+    const reader = readerResponder('logs', 'turn.log');
     for (let r = 1; r <= READS; r++) {
       server.reset();
-      server.responder = readerResponder('logs', 'turn.log');
+      server.responder = reader;
       const { own, provider } = await read(h, 'turn.log');
       all.push(...own);
       rows.push(`| ${r} | ${own.length} | ${median(own).toFixed(1)} ms | ${median(provider).toFixed(1)} ms |`);
+      console.log(rows.at(-1));
+    }
+    // At a 160 KB window (40,000 tokens): the pre-flight has a budget to fit, and compaction is due now and then
+    // (its summary calls answered at once; their turns are not tool turns and are not timed).
+    await op(h, { operation: 'set_agent_config', contextWindowTokens: 40_000 });
+    for (let r = 1; r <= READS; r++) {
+      server.reset();
+      server.responder = (req) => (isSummaryRequest(req) ? { text: 'Reading logs/turn.log; nothing wrong so far.' } : reader(req));
+      const { own, provider } = await read(h, 'turn.log');
+      windowed.push(...own);
+      rows.push(`| ${r}, 160 KB window | ${own.length} | ${median(own).toFixed(1)} ms | ${median(provider).toFixed(1)} ms |`);
       console.log(rows.at(-1));
     }
   } finally {
@@ -72,7 +85,7 @@ async function main() {
     await server.close();
     rmSync(rootPath, { recursive: true, force: true });
   }
-  rows.push(`| all | ${all.length} | ${median(all).toFixed(1)} ms | |`);
+  rows.push(`| all, no window known | ${all.length} | ${median(all).toFixed(1)} ms | |`, `| all, 160 KB window | ${windowed.length} | ${median(windowed).toFixed(1)} ms | |`);
   console.log(`\n${rows.join('\n')}`);
   replaceSection(path.join(process.cwd(), 'BENCHMARKS.md'), 'turn', ['## The agent\'s own time per tool turn (npm run bench:turn)', '', 'A 1 MiB log read to its end through the real OpenAI SDK, streamed, against a provider that answers at once; own time = the gap between two stored tool results less the call log\'s provider time between them.', '', ...rows].join('\n'));
 }

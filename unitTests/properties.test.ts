@@ -8,13 +8,16 @@ import { capObservation } from '../agent/observation.js';
 import { readFile } from '../agent/tools/fsTools.js';
 import type { ToolContext } from '../agent/tools/types.js';
 import { serializeToolResult } from '../resources/models/agentLoop.js';
+import { boundedTokens, estimateTokens } from '../agent/contextBudget.js';
+import { counterFor, tokenCounter } from '../agent/tokenCount.js';
+import type { Message } from '../resources/models/types.js';
 import { tempScopes } from './helpers.js';
 
 const SEED = 20261202;
 const scopes = tempScopes();
 const ctx = (cap: number): ToolContext => ({ scopes, maxResultBytes: cap, signal: new AbortController().signal });
 const call = { id: 'p', name: 'read_file', arguments: {} };
-export const PROPERTY_RUNS = { serializer: 3000, paging: 300, keys: 200 };
+export const PROPERTY_RUNS = { serializer: 3000, paging: 300, keys: 200, estimate: 120 };
 
 const validUtf8 = (s: string) => Buffer.from(Buffer.from(s, 'utf8').toString('utf8'), 'utf8').equals(Buffer.from(s, 'utf8')) && !s.includes('\ufffd');
 
@@ -103,5 +106,36 @@ describe('properties', function () {
       ),
       { seed: SEED, numRuns: PROPERTY_RUNS.keys }
     );
+  });
+
+  it(`the pre-flight's bound never undercounts: random transcripts of logs, JSON and Unicode against the tokenizer's own count (${PROPERTY_RUNS.estimate} cases, two counters)`, async () => {
+    const counters = [(await tokenCounter('gpt-4o'))!, (await counterFor('ollama', 'llama3.1:8b'))!];
+    const logLine = fc.tuple(fc.integer({ min: 0, max: 59 }), fc.constantFrom('info', 'warn', 'error'), fc.string({ maxLength: 80 })).map(([s, level, text]) => `2026-12-07T00:00:${String(s).padStart(2, '0')}Z [http/1] [${level}]: ${text}`);
+    const content = fc.oneof(
+      fc.array(logLine, { minLength: 20, maxLength: 30, size: 'max' }).map((lines) => lines.join('\n')),
+      fc.jsonValue({ maxDepth: 3 }).map((v) => JSON.stringify(v)),
+      fc.string({ unit: 'binary', minLength: 1024, maxLength: 1600, size: 'max' }),
+      fc.string({ unit: 'grapheme', minLength: 600, maxLength: 900, size: 'max' })
+    );
+    const message = fc.tuple(fc.constantFrom('user', 'assistant', 'tool'), content).map(([role, text]): Message => (role === 'tool' ? { role, toolCallId: 'c', name: 'read_file', content: text } : role === 'assistant' ? { role, content: text, toolCalls: [{ id: 'c', name: 'read_file', arguments: { path: text.slice(0, 40) } }] } : { role: 'user', content: text }));
+    let boundedCases = 0;
+    await fc.assert(
+      fc.asyncProperty(fc.array(message, { minLength: 1, maxLength: 6 }), fc.integer({ min: 0, max: 400 }).map((p) => p / 100), fc.integer({ min: 0, max: 1 }), async (messages, share, which) => {
+        const counter = counters[which]!;
+        const input = { system: 'You investigate a Harper instance.', tools: [], messages };
+        // The bound first, while its long parts are new to the counter's memo (the exact count memoizes them).
+        const bytes = Buffer.byteLength(JSON.stringify(messages));
+        const bounded = boundedTokens(input, counter, Math.floor(bytes * share));
+        if (!bounded.exact) boundedCases++;
+        const exact = estimateTokens(input, counter);
+        expect(bounded.tokens).to.be.at.least(exact);
+        if (bounded.exact) expect(bounded.tokens).to.equal(exact);
+        expect(boundedTokens(input, counter, 0).tokens).to.equal(exact);
+      }),
+      { seed: SEED, numRuns: PROPERTY_RUNS.estimate }
+    );
+    // The bound was what answered in a good share of the cases (else this tested only the exact count).
+    expect(boundedCases).to.be.above(PROPERTY_RUNS.estimate / 10);
+    console.log(`      ${boundedCases} of ${PROPERTY_RUNS.estimate} cases answered by the bound, none under the count`);
   });
 });
