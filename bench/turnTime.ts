@@ -1,6 +1,7 @@
 // `npm run bench:turn`: the agent's own time per tool turn on a real Harper 4.7.29 (the built component), with a
 // provider that answers at once (the provider-compatible server, zero delay) through the real OpenAI SDK, streamed:
-// a 1 MiB log read to its end, three times. A turn's own time is the gap between two stored tool results (their `at`)
+// a 1 MiB log read to its end, three times; then once each through Anthropic's and Bedrock's SDKs; then three times at a
+// 160 KB window (where the pre-flight fits a budget and compaction runs). A turn's own time is the gap between two stored tool results (their `at`)
 // less the provider's time for the model call between them (the call log's latencyMs): what the agent spends
 // building, sizing and sending the request, storing and publishing. Prints the medians and writes the `turn` section
 // of BENCHMARKS.md.
@@ -9,6 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { isSummaryRequest, readerResponder } from '../integrationTests/providerServer/pager.js';
 import { ProviderServer } from '../integrationTests/providerServer/server.js';
+import { providerSettings } from '../integrationTests/recoveryScenarios.js';
 import { freePort, startHarper, type RunningHarper } from '../scripts/harper.js';
 import { replaceSection } from './benchmarksFile.js';
 import { op } from './storage.js';
@@ -53,7 +55,8 @@ async function read(h: RunningHarper, file: string): Promise<{ own: number[]; pr
 async function main() {
   const rootPath = mkdtempSync(path.join(os.tmpdir(), 'harper-agent-bench-turn-'));
   const server = await new ProviderServer().start();
-  const h = await startHarper({ rootPath, httpPort: await freePort(), opsPort: await freePort(), output: `${rootPath}.out`, ...(process.env.TURN_PROFILE_DIR ? { env: { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${process.env.TURN_PROFILE_DIR}` } } : {}) });
+  // Bedrock's SDK reads the AWS chain: test credentials, and no instance metadata service.
+  const h = await startHarper({ rootPath, httpPort: await freePort(), opsPort: await freePort(), output: `${rootPath}.out`, env: { AWS_ACCESS_KEY_ID: 'bench', AWS_SECRET_ACCESS_KEY: 'bench', AWS_REGION: 'us-east-1', AWS_EC2_METADATA_DISABLED: 'true' } });
   const rows: string[] = ['| read | tool turns | own time per turn (median) | provider time per turn (median) |', '| --- | --- | --- | --- |'];
   const all: number[] = [];
   const windowed: number[] = [];
@@ -69,6 +72,16 @@ async function main() {
       rows.push(`| ${r} | ${own.length} | ${median(own).toFixed(1)} ms | ${median(provider).toFixed(1)} ms |`);
       console.log(rows.at(-1));
     }
+    // Through Anthropic's and Bedrock's SDKs, streamed, one read each.
+    for (const provider of ['anthropic', 'bedrock'] as const) {
+      await op(h, { operation: 'set_agent_config', ...providerSettings(provider, server), model: `bench-turn-${provider}`, stream: true, maxTurns: 500 });
+      server.reset();
+      server.responder = reader;
+      const { own, provider: theirs } = await read(h, 'turn.log');
+      rows.push(`| ${provider} | ${own.length} | ${median(own).toFixed(1)} ms | ${median(theirs).toFixed(1)} ms |`);
+      console.log(rows.at(-1));
+    }
+    await op(h, { operation: 'set_agent_config', provider: 'openai', baseUrl: `${server.url}/v1`, apiKey: 'k', model: 'bench-turn' });
     // At a 160 KB window (40,000 tokens): the pre-flight has a budget to fit, and compaction is due now and then
     // (its summary calls answered at once; their turns are not tool turns and are not timed).
     await op(h, { operation: 'set_agent_config', contextWindowTokens: 40_000 });
