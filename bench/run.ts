@@ -389,7 +389,7 @@ async function main() {
   const notes = readFileSync(new URL('../../bench/NOTES.md', import.meta.url), 'utf8');
   const file = path.join(process.cwd(), 'BENCHMARKS.md');
   // `npm run stress`, `npm run bench:cache` and `npm run bench:list` keep their own sections in the file: carried over as they are.
-  const kept = ['stress', 'cache', 'listing', 'recall', 'turn'].map((name) => sectionOf(file, name)).filter(Boolean);
+  const kept = ['stress', 'cache', 'listing', 'recall', 'turn', 'concurrent'].map((name) => sectionOf(file, name)).filter(Boolean);
   writeFileSync(file, md.join('\n') + '\n' + notes + kept.map((s) => `\n${s}\n`).join(''));
   console.log('\nwrote BENCHMARKS.md');
   rmSync(ROOT, { recursive: true, force: true });
