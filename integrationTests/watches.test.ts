@@ -242,9 +242,10 @@ describe('watches: investigations that start themselves, with a report delivered
     server.reset([{ text: REPORT }, { text: 'a second run' }]);
     const file = path.join(h.logsDir, 'app.log');
     writeFileSync(file, 'boot\n');
-    const id = await create({ name: 'kill', trigger: { type: 'log', path: 'app.log', pattern: 'KILLME', debounceSeconds: 4 } });
+    const id = await create({ name: 'kill', trigger: { type: 'log', path: 'app.log', pattern: 'KILLME', debounceSeconds: 8 } });
     await until('the watch to start at the log end', () => watch(id), (w) => typeof w.offset === 'number');
     for (let i = 1; i <= 3; i++) appendFileSync(file, `noise ${i}\nKILLME ${i}\n`);
+    // Killed while the burst waits out its debounce (8 s from the tick that read it: room for a busy machine).
     await until('the burst to be pending', () => watch(id), (w) => w.pending?.count === 3);
     await h.stop('SIGKILL', true);
     // Lines that arrive while Harper is down are not lost either.
