@@ -118,9 +118,15 @@ describe('the operator console (admin page) in headless Chromium', function () {
       let release!: () => void;
       server.reset([{ text: 'The answer streams in, word by word.' }]);
       server.streamHolds = [new Promise<void>((r) => (release = r))];
+      // Live pieces are published, never kept: the stream starts once the page's feed is open (its header shows the
+      // run), or under load the first word could go out before the page subscribed and never reach it.
+      let start!: () => void;
+      server.streamStart = new Promise<void>((r) => (start = r));
       await openAt(width);
       await page.fill('#prompt', 'stream me an answer');
       await page.click('#send');
+      await page.waitForFunction(() => document.getElementById('session-status')?.textContent === 'running', undefined, { timeout: 15_000 });
+      start();
       await page.waitForFunction(() => document.querySelector('#transcript > li.live pre')?.textContent === 'The ', undefined, { timeout: 15_000 });
       const head = (await page.locator('#session-status').boundingBox())!;
       expect([await page.locator('#session-status').textContent(), head.y >= 0 && head.y + head.height <= 900]).to.deep.equal(['running', true]);
