@@ -26,7 +26,7 @@ import { EXPIRY_INTERVAL_MS, Lifecycle } from './lifecycle.js';
 import { createOperations, type OperationsDeps, type User } from './operations.js';
 import { endEventStreams, type SubscribableTable } from './sessionFeed.js';
 import { SessionStore, type SessionTable, type ThreadLock } from './session.js';
-import { inWriteOrder, type StampableTable } from './writeOrder.js';
+import { inWriteOrder, stampAfterAll, type StampableTable } from './writeOrder.js';
 import { createToolRegistry, defaultTools } from './tools/index.js';
 import { operationsAs, type OperationServer } from './tools/harperOps.js';
 import { DeliveryLog } from './watches/delivery.js';
@@ -41,8 +41,10 @@ interface HarperGlobals {
   };
   databases: Record<string, Record<string, unknown>>;
   logger: { warn(message: string): void; info(message: string): void; error(message: string): void };
+  /** Harper's transaction: writes given its context are committed together when `work` is done. */
+  transaction<T>(context: object, work: () => Promise<T>): Promise<T>;
 }
-const { server, databases, logger } = globalThis as unknown as HarperGlobals;
+const { server, databases, logger, transaction } = globalThis as unknown as HarperGlobals;
 
 const harper = server.config;
 const PACKAGE = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
@@ -87,6 +89,11 @@ const store = new SessionStore({
   // The session table's LMDB store: its lock table is shared by every worker thread (Harper's tables have no lock of
   // their own: Table.lock() is "not yet implemented" in 4.7).
   threadLock: () => threadLockOf(sessionTable()),
+  together: (writes, work) => {
+    const stamp = stampAfterAll(writes as unknown as { table: StampableTable; id: string }[]);
+    const context = stamp === undefined ? {} : { timestamp: stamp };
+    return transaction(context, () => work(context));
+  },
   log: (m) => logger.warn(m),
 });
 // Follow-ups this node owns fire here (one timer each; firing re-reads the row under the session's lock).

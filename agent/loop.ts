@@ -207,7 +207,8 @@ async function runSession(deps: LoopDeps, id: string, guard: RunGuard, signal: A
           }
           if (signal.aborted) return;
           await appendToRun(deps, session, [observation], guard);
-          await audit(call, decision, observation);
+          // Not waited for: the audit record is queued before the run's next write (agent/recordLog.ts).
+          void audit(call, decision, observation);
         }
         continue;
       }

@@ -163,7 +163,8 @@ export async function callModel(deps: LoopDeps, session: Session, req: TurnReque
     throw error;
   } finally {
     live?.close(failure !== undefined);
-    await recordCalls(deps, session, req, estimate, out, failure, purpose).catch((error) => deps.log?.(`harper-agent: session ${id}: could not record its model calls: ${errorInfo(error)}`));
+    // Not waited for: the records are queued before the run's next write (agent/recordLog.ts).
+    void recordCalls(deps, session, req, estimate, out, failure, purpose).catch((error) => deps.log?.(`harper-agent: session ${id}: could not record its model calls: ${errorInfo(error)}`));
   }
 }
 

@@ -26,16 +26,29 @@ export class RecordLog<T extends LogRecord> {
     private readonly plain: (row: T) => T
   ) {}
 
-  async record(records: T[]): Promise<void> {
+  /** This thread's writes not yet committed: its own reads wait for them (see record). */
+  private writing: Promise<unknown> = Promise.resolve();
+
+  /**
+   * Writes the records, all at once. A run does not wait for this on its way to the next model call (each commit is a
+   * millisecond of a turn): the records are queued to the same database before the run's next session write, and
+   * Harper commits one database's writes in order, so whoever sees the run's next change sees them too; this thread's
+   * own reads (list, page) wait for what it has in flight.
+   */
+  record(records: T[]): Promise<void> {
     const table = this.table?.();
-    for (const r of records) {
-      if (table) await table.put(r.id, { ...r, at: new Date(r.at) } as unknown as Record<string, unknown>);
-      else this.rows.push(r);
+    if (!table) {
+      this.rows.push(...records);
+      return Promise.resolve();
     }
+    const written = Promise.all(records.map((r) => table.put(r.id, { ...r, at: new Date(r.at) } as unknown as Record<string, unknown>)));
+    this.writing = Promise.all([this.writing, written.catch(() => undefined)]);
+    return written.then(() => undefined);
   }
 
   /** A session's calls (or every session's), oldest first; `since` keeps those from that time on. */
   async list(query: { session_id?: string; since?: number } = {}): Promise<T[]> {
+    await this.writing;
     const table = this.table?.();
     let out: T[];
     if (table) {
@@ -50,6 +63,7 @@ export class RecordLog<T extends LogRecord> {
   /** Every session's calls, newest first, one page: at most `limit` records older than `before` (a record's
    * `cursor`), read from the `at` index so a page costs its own size, not the table's. */
   async page(limit: number, before?: { at: number; id: string }): Promise<{ calls: T[]; next: { at: number; id: string } | null }> {
+    await this.writing;
     const table = this.table?.();
     const calls: T[] = [];
     const older = (r: T) => !before || r.at < before.at || (r.at === before.at && r.id < before.id);

@@ -54,7 +54,8 @@ export interface Session extends SessionHeader {
  * unit tests). */
 export interface SessionTable {
   get(id: string): unknown;
-  put(id: string, record: Record<string, unknown>): unknown;
+  /** `context`: a transaction's (SessionTables.together), whose writes are committed with it. */
+  put(id: string, record: Record<string, unknown>, context?: object): unknown;
   delete?(id: string): unknown;
   search(query: Record<string, unknown>): AsyncIterable<unknown>;
   subscribe?(query: Record<string, unknown>): unknown;
@@ -275,6 +276,9 @@ export interface SessionTables {
   /** A lock every worker thread of this process sees (Harper's LMDB store's), so one thread's change to a session is
    * never interleaved with another's; absent (unit tests), the lock is this thread's alone. */
   threadLock?: () => ThreadLock | undefined;
+  /** Runs `work` in one transaction of the agent database: the puts it makes with `context` are committed together,
+   * seen by readers all at once, in one commit instead of one each. Absent (unit tests), each put stands alone. */
+  together?: <T>(writes: { table: SessionTable; id: string }[], work: (context: object) => Promise<T>) => Promise<T>;
   log?: (message: string) => void;
 }
 
@@ -460,21 +464,19 @@ export class SessionStore {
       if (legacyMessages(row!)) await this.moveLegacyTranscript(id, row!, header);
       const at = Date.now();
       let seq = header.messageCount;
-      const puts: unknown[] = [];
       const keyed: KeyedMessage[] = [];
       for (const m of added) {
         const stored = plainMessage({ ...m, at: m.at ?? at });
         header.bytes += shareOfBytes(stored, seq);
         keyed.push({ key: messageKey(id, seq, this.tag), seq, message: stored });
-        puts.push(this.putMessage(id, seq++, stored));
+        seq++;
       }
-      await Promise.all(puts);
       header.messageCount = seq;
       header.updatedAt = at;
       header.title ??= firstPrompt(added);
       const revision = this.nextRevision();
       const putAt = tracing ? performance.timeOrigin + performance.now() : 0;
-      await this.tables.sessions().put(id, toRow(header, revision));
+      await this.writeChange(id, keyed, toRow(header, revision));
       if (tracing) await this.traceReadBack(id, revision, putAt);
       if (tracing) trace({ op: 'mutate', id, exclusive, read: rowTrace(row), wrote: { revision, status: header.status, count: header.messageCount, runner: header.runner?.slice(-8) ?? null }, keys: keyed.map((k) => `${k.key.slice(id.length + 1)} ${k.message.role}${k.message.role === 'user' ? ` ${k.message.content.slice(0, 40)}` : ''}`) });
       if (copy) this.transcripts.remember(id, revision, header, keyed.length ? [...copy, ...keyed] : copy);
@@ -483,8 +485,26 @@ export class SessionStore {
     });
   }
 
-  private putMessage(id: string, seq: number, m: StoredMessage, key = messageKey(id, seq, this.tag)) {
-    return this.tables.messages().put(key, { id: key, session_id: id, seq, ...m, ...(m.at !== undefined ? { at: new Date(m.at) } : {}) });
+  private putMessage(id: string, seq: number, m: StoredMessage, key = messageKey(id, seq, this.tag), context?: object) {
+    return this.tables.messages().put(key, { id: key, session_id: id, seq, ...m, ...(m.at !== undefined ? { at: new Date(m.at) } : {}) }, context);
+  }
+
+  /** A change's message records, then its row. In one transaction where the tables have them: one commit, and no reader
+   * sees the row before its records. Without, the records are put first and the row once they are in (a reader
+   * ignores records past the row's count). */
+  private async writeChange(id: string, keyed: readonly KeyedMessage[], row: Record<string, unknown>): Promise<void> {
+    const { together } = this.tables;
+    if (together) {
+      const messages = this.tables.messages();
+      const sessions = this.tables.sessions();
+      await together([...keyed.map((k) => ({ table: messages, id: k.key })), { table: sessions, id }], async (context) => {
+        await Promise.all(keyed.map((k) => this.putMessage(id, k.seq, k.message, k.key, context)));
+        await sessions.put(id, row, context);
+      });
+      return;
+    }
+    await Promise.all(keyed.map((k) => this.putMessage(id, k.seq, k.message, k.key)));
+    await this.tables.sessions().put(id, row);
   }
 
   append(id: string, messages: StoredMessage[], guard?: RunGuard): Promise<SessionHeader> {
@@ -539,18 +559,15 @@ export class SessionStore {
       const picked = pick(messages);
       if (picked.length === 0) return 0;
       this.transcripts.forget(id); // until the cuts are written whole
-      await Promise.all(
-        picked.map((index) => {
-          const m = messages[index] as Extract<Message, { role: 'tool' }>;
-          const stored = cutMessage(m, reason, headBytes);
-          header.bytes += jsonBytes(stored) - jsonBytes(m);
-          keyed[index] = { ...keyed[index]!, message: stored };
-          return this.putMessage(id, keyed[index]!.seq, stored, keyed[index]!.key);
-        })
-      );
+      const cut = picked.map((index) => {
+        const m = messages[index] as Extract<Message, { role: 'tool' }>;
+        const stored = cutMessage(m, reason, headBytes);
+        header.bytes += jsonBytes(stored) - jsonBytes(m);
+        return (keyed[index] = { ...keyed[index]!, message: stored });
+      });
       header.updatedAt = Date.now();
       const revision = this.nextRevision();
-      await this.tables.sessions().put(id, toRow(header, revision));
+      await this.writeChange(id, cut, toRow(header, revision));
       if (exclusive) this.transcripts.remember(id, revision, header, keyed);
       return picked.length;
     });

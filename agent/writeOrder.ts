@@ -27,6 +27,17 @@ export function stampAfter(table: StampableTable, id: string): number | undefine
   return Math.max(Date.now(), typeof version === 'number' ? version + STEP_MS : 0);
 }
 
+/** One timestamp after every one of `writes`' records (a transaction's writes all carry its context's stamp, which
+ * Harper takes when the transaction starts). */
+export function stampAfterAll(writes: readonly { table: StampableTable; id: string }[]): number | undefined {
+  let stamp: number | undefined;
+  for (const { table, id } of writes) {
+    const t = stampAfter(table, id);
+    if (t !== undefined) stamp = Math.max(stamp ?? 0, t);
+  }
+  return stamp;
+}
+
 const wrapped = new WeakMap<object, object>();
 
 /** `table` with its put and delete stamped after each record's current version; everything else as it is. One wrapper
@@ -47,7 +58,8 @@ function orderedProxy<T extends StampableTable>(table: T): T {
   };
   return new Proxy(table, {
     get(target, property) {
-      if (property === 'put') return (id: string, record: Record<string, unknown>) => target.put(id, record, stamped(id));
+      // A put given a transaction's context is stamped by it (stampAfterAll, before the transaction started).
+      if (property === 'put') return (id: string, record: Record<string, unknown>, context?: { timestamp: number }) => target.put(id, record, context ?? stamped(id));
       if (property === 'delete' && target.delete) return (id: string) => target.delete!(id, stamped(id));
       const value = Reflect.get(target, property, target);
       return typeof value === 'function' ? value.bind(target) : value;

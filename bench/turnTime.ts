@@ -4,11 +4,12 @@
 // 160 KB window (where the pre-flight fits a budget and compaction runs). A turn's own time is the gap between two stored tool results (their `at`)
 // less the provider's time for the model call between them (the call log's latencyMs): what the agent spends
 // building, sizing and sending the request, storing and publishing. Prints the medians and writes the `turn` section
-// of BENCHMARKS.md.
+// of BENCHMARKS.md. Last, one session a hundred prompts long (1,000 tool turns at a 160 KB window), streamed and not:
+// the own time at its tool turns 10, 100 and 1,000.
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { isSummaryRequest, readerResponder } from '../integrationTests/providerServer/pager.js';
+import { isSummaryRequest, readerResponder, sessionReader } from '../integrationTests/providerServer/pager.js';
 import { ProviderServer } from '../integrationTests/providerServer/server.js';
 import { providerSettings } from '../integrationTests/recoveryScenarios.js';
 import { freePort, startHarper, type RunningHarper } from '../scripts/harper.js';
@@ -52,6 +53,52 @@ async function read(h: RunningHarper, file: string): Promise<{ own: number[]; pr
   return { own, provider };
 }
 
+/** Waits until no session is running (list_agent_sessions' status index: cheap, where get_agent_session on a long
+ * session would size its whole transcript on every poll and take the agent's CPU from the turns being timed). */
+async function settled(h: RunningHarper): Promise<void> {
+  for (;;) {
+    await new Promise((r) => setTimeout(r, 50));
+    if ((await op(h, { operation: 'list_agent_sessions', limit: 1, status: 'running' })).sessions.length === 0) return;
+  }
+}
+
+/** The own time of each tool turn of a session's stored transcript, by the tool turn's number in the session: the gap
+ * between two tool results with one assistant message between them, less the provider time of the call between. */
+function ownTimes(messages: { role: string; at: number }[], calls: { at: number; latencyMs: number }[]): Map<number, number> {
+  const own = new Map<number, number>();
+  let turn = 0;
+  let c = 0;
+  for (let i = 0; i < messages.length; i++) {
+    if (messages[i]!.role !== 'tool') continue;
+    turn++;
+    const before = messages[i - 2];
+    if (messages[i - 1]?.role !== 'assistant' || before?.role !== 'tool') continue;
+    while (c < calls.length && calls[c]!.at < before.at) c++;
+    const call = calls[c];
+    if (call && call.at <= messages[i]!.at) own.set(turn, messages[i]!.at - before.at - call.latencyMs);
+  }
+  return own;
+}
+
+/** One session of `prompts` prompts of ten pages each at a 160 KB window (compaction keeps its requests bounded): the
+ * median own time of the ten tool turns ending at each checkpoint. */
+async function longSession(h: RunningHarper, server: ProviderServer, stream: boolean, prompts: number, checkpoints: number[]): Promise<Map<number, number>> {
+  await op(h, { operation: 'set_agent_config', provider: 'openai', baseUrl: `${server.url}/v1`, apiKey: 'k', maxRetries: 0, model: 'bench-long', stream, maxTurns: 500, contextWindowTokens: 40_000 });
+  server.reset();
+  server.responder = sessionReader('logs', 'turn.log', 10);
+  let session_id: string | undefined;
+  for (let i = 1; i <= prompts; i++) {
+    const answer = await op(h, { operation: 'agent_prompt', message: `Go on reading logs/turn.log (${i}).`, ...(session_id ? { session_id } : {}) });
+    session_id = answer.session_id;
+    await settled(h);
+  }
+  const s = await op(h, { operation: 'get_agent_session', session_id });
+  if (s.status !== 'completed') throw new Error(`the long session ended ${s.status}: ${s.lastError}`);
+  const calls = ((await op(h, { operation: 'list_agent_model_calls', session_id })).calls as { at: number; latencyMs: number; purpose?: string }[]).sort((a, b) => a.at - b.at);
+  const own = ownTimes(s.messages, calls);
+  return new Map(checkpoints.map((t) => [t, median(Array.from({ length: 10 }, (_, k) => own.get(t - k)).filter((x): x is number => x !== undefined))]));
+}
+
 async function main() {
   const rootPath = mkdtempSync(path.join(os.tmpdir(), 'harper-agent-bench-turn-'));
   const server = await new ProviderServer().start();
@@ -60,6 +107,7 @@ async function main() {
   const rows: string[] = ['| read | tool turns | own time per turn (median) | provider time per turn (median) |', '| --- | --- | --- | --- |'];
   const all: number[] = [];
   const windowed: number[] = [];
+  const longRows: string[] = [];
   try {
     writeLog(path.join(rootPath, 'log', 'turn.log'), 1024 * 1024);
     await op(h, { operation: 'set_agent_config', provider: 'openai', baseUrl: `${server.url}/v1`, apiKey: 'k', maxRetries: 0, model: 'bench-turn', stream: true, maxTurns: 500 });
@@ -93,12 +141,21 @@ async function main() {
       rows.push(`| ${r}, 160 KB window | ${own.length} | ${median(own).toFixed(1)} ms | ${median(provider).toFixed(1)} ms |`);
       console.log(rows.at(-1));
     }
+    // One long session, streamed and not: turn 10, 100 and 1,000 (a hundred prompts of ten pages).
+    const checkpoints = [10, 100, 1000];
+    const long: string[] = ['', '| one session at a 160 KB window, own time per tool turn (median of the ten ending at each) | turn 10 | turn 100 | turn 1,000 |', '| --- | --- | --- | --- |'];
+    for (const stream of [true, false]) {
+      const at = await longSession(h, server, stream, 100, checkpoints);
+      long.push(`| ${stream ? 'streamed' : 'not streamed'} | ${checkpoints.map((t) => `${at.get(t)!.toFixed(1)} ms`).join(' | ')} |`);
+      console.log(long.at(-1));
+    }
+    longRows.push(...long);
   } finally {
     await h.stop();
     await server.close();
     rmSync(rootPath, { recursive: true, force: true });
   }
-  rows.push(`| all, no window known | ${all.length} | ${median(all).toFixed(1)} ms | |`, `| all, 160 KB window | ${windowed.length} | ${median(windowed).toFixed(1)} ms | |`);
+  rows.push(`| all, no window known | ${all.length} | ${median(all).toFixed(1)} ms | |`, `| all, 160 KB window | ${windowed.length} | ${median(windowed).toFixed(1)} ms | |`, ...longRows);
   console.log(`\n${rows.join('\n')}`);
   replaceSection(path.join(process.cwd(), 'BENCHMARKS.md'), 'turn', ['## The agent\'s own time per tool turn (npm run bench:turn)', '', 'A 1 MiB log read to its end through the real OpenAI SDK, streamed, against a provider that answers at once; own time = the gap between two stored tool results less the call log\'s provider time between them.', '', ...rows].join('\n'));
 }

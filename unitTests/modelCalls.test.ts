@@ -11,6 +11,29 @@ import { Models } from '../resources/models/models.js';
 import type { BackendOptions, GenerateInput, GenerateOutput, StreamEvent } from '../resources/models/types.js';
 import { calls, harness, text, type Harness } from './helpers.js';
 
+describe('the model-call log (agent/recordLog.ts)', () => {
+  it("is written without the run waiting, and this thread's reads wait for its writes in flight", async () => {
+    // A table whose put takes a while to commit (Harper's is about a millisecond), and stores only then.
+    const rows = new Map<string, Record<string, unknown>>();
+    let commits = 0;
+    const table = {
+      put: (id: string, record: Record<string, unknown>) => new Promise<void>((resolve) => setTimeout(() => (rows.set(id, record), commits++, resolve()), 20)),
+      async *search(query: { conditions: { attribute: string; value: unknown }[] }) {
+        for (const row of rows.values()) if (query.conditions.every((c) => row[c.attribute] === c.value)) yield row;
+      },
+    };
+    const log = new ModelCallLog(() => table);
+    const record = (id: string, at: number) => ({ ...callRecords([{ url: 'https://api.example/v1', bytes: 10, started: at, status: 200, respondedAt: at + 5 }], { estimate: 1 }, { session_id: 's', node: null, provider: 'p', model: 'm', streamed: false, purpose: 'turn' })[0]!, id, at });
+    const written = log.record([record('a', 1), record('b', 2)]);
+    void log.record([record('c', 3)]);
+    expect(commits).to.equal(0);
+    // Both records of the first call are in flight at once, and the second call's behind them.
+    expect((await log.list({ session_id: 's' })).map((r) => r.id)).to.deep.equal(['a', 'b', 'c']);
+    expect(commits).to.equal(3);
+    await written;
+  });
+});
+
 describe('the request meter', () => {
   it('records each request an SDK sends through its fetch: URL, body bytes (text or binary), status; none when it failed', async () => {
     const meter = new RunMeter();

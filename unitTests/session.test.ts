@@ -18,6 +18,42 @@ describe('SessionStore', () => {
     expect((await store.header(s.session_id))!.bytes).to.equal(back.bytes);
   });
 
+  it("a change's records and its row are written in one transaction where the tables have one, stamped for all of them", async () => {
+    const { table, messages } = memoryStore();
+    // Harper's transaction, as boot.ts passes it: the puts given its context are committed with it.
+    const transactions: { writes: string[]; puts: string[] }[] = [];
+    const capture = (t: typeof table, name: string) => {
+      const put = t.put.bind(t);
+      t.put = async (id: string, record: Record<string, unknown>, context?: object) => {
+        const open = transactions.find((x) => x === (context as { txn?: unknown } | undefined)?.txn);
+        if (open) open.puts.push(`${name} ${id}`);
+        else if (context) throw new Error('a context from no open transaction');
+        return put(id, record);
+      };
+    };
+    capture(table, 'session');
+    capture(messages, 'message');
+    const store = new SessionStore({
+      sessions: () => table,
+      messages: () => messages,
+      together: async (writes, work) => {
+        const txn = { writes: writes.map((w) => `${w.table === table ? 'session' : 'message'} ${w.id}`), puts: [] as string[] };
+        transactions.push(txn);
+        return work({ txn });
+      },
+    });
+    const s = await store.create({ user: 'u', provider: 'local', model: null });
+    const before = transactions.length;
+    await store.append(s.session_id, [{ role: 'user', content: 'one' }, { role: 'assistant', content: 'two' }]);
+    const [change] = transactions.slice(before);
+    const keys = [...messages.rows.keys()].sort();
+    expect(transactions.length - before).to.equal(1);
+    // Stamped after each record it writes and the row; the records first, the row last.
+    expect(change!.writes).to.deep.equal([...keys.map((k) => `message ${k}`), `session ${s.session_id}`]);
+    expect(change!.puts).to.deep.equal(change!.writes);
+    expect((await store.get(s.session_id))!.messages.map((m) => m.content)).to.deep.equal(['one', 'two']);
+  });
+
   it('pages newest first from the time index, or one owner\'s range of the owner+time index, reading the page and no more', async () => {
     const { store, table } = memoryStore(0);
     const made: { id: string; user: string; at: number }[] = [];

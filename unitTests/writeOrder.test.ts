@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { inWriteOrder, stampAfter, type StampableTable } from '../agent/writeOrder.js';
+import { inWriteOrder, stampAfter, stampAfterAll, type StampableTable } from '../agent/writeOrder.js';
 
 describe('writes stamped after the record (agent/writeOrder.ts)', () => {
   /** A table that records what each put and delete was given, over a store holding one version per key. */
@@ -37,7 +37,19 @@ describe('writes stamped after the record (agent/writeOrder.ts)', () => {
       ['put', 'a', { x: 1 }, { timestamp: far + 0.001 }],
       ['delete', 'a', { timestamp: far + 0.001 }],
     ]);
+    // A put in a transaction carries the transaction's context, stamped before it started (stampAfterAll).
+    ordered.put('b', { x: 2 }, { timestamp: 7 });
+    expect(t.calls[2]).to.deep.equal(['put', 'b', { x: 2 }, { timestamp: 7 }]);
     expect(ordered.primaryStore).to.equal(t.primaryStore);
     expect(inWriteOrder(t)).to.equal(ordered);
+  });
+
+  it('stamps a transaction after the latest of the records it writes, across tables', () => {
+    const now = Date.now();
+    const rows = table({ row: now + 45 });
+    const records = table({ old: now - 10 });
+    expect(stampAfterAll([{ table: records, id: 'old' }, { table: rows, id: 'row' }, { table: records, id: 'new' }])).to.equal(now + 45 + 0.001);
+    expect(stampAfterAll([{ table: records, id: 'new' }])).to.be.within(now, Date.now());
+    expect(stampAfterAll([{ table: { put: () => undefined }, id: 'x' }])).to.equal(undefined);
   });
 });
