@@ -27,6 +27,7 @@ import { createOperations, type OperationsDeps, type User } from './operations.j
 import { endEventStreams, type SubscribableTable } from './sessionFeed.js';
 import { SessionStore, type SessionTable, type ThreadLock } from './session.js';
 import { inWriteOrder, stampAfterAll, type StampableTable } from './writeOrder.js';
+import { WriteBehind } from './writeBehind.js';
 import { createToolRegistry, defaultTools } from './tools/index.js';
 import { operationsAs, type OperationServer } from './tools/harperOps.js';
 import { DeliveryLog } from './watches/delivery.js';
@@ -82,6 +83,11 @@ void announce();
 // within that, and the row's updatedAt says the node's agent is alive.
 if (workerIndex() === 0) setInterval(announce, ANNOUNCE_INTERVAL_MS).unref();
 const sessionTable = () => databases.agent!.AgentSession;
+// The call log's and the audit's records, committed with the thread's next transaction (agent/writeBehind.ts).
+const behind = new WriteBehind((work) => {
+  const context = {};
+  return transaction(context, () => work(context));
+});
 const store = new SessionStore({
   sessions: () => agentTable('AgentSession') as SessionTable,
   messages: () => agentTable('AgentMessage') as SessionTable,
@@ -92,14 +98,20 @@ const store = new SessionStore({
   together: (writes, work) => {
     const stamp = stampAfterAll(writes as unknown as { table: StampableTable; id: string }[]);
     const context = stamp === undefined ? {} : { timestamp: stamp };
-    return transaction(context, () => work(context));
+    const riders = behind.take();
+    const done = transaction(context, () => {
+      riders.write(context);
+      return work(context);
+    });
+    riders.settle(done);
+    return done;
   },
   log: (m) => logger.warn(m),
 });
 // Follow-ups this node owns fire here (one timer each; firing re-reads the row under the session's lock).
 const followups = new Followups(() => agentTable('AgentFollowup') as FollowupTable | undefined, node, (m) => logger.warn(m));
-const calls = new ModelCallLog(() => agentTable('AgentModelCall') as CallTable | undefined);
-const toolCalls = new ToolCallLog(() => agentTable('AgentToolCall') as LogTable | undefined);
+const calls = new ModelCallLog(() => agentTable('AgentModelCall') as CallTable | undefined, behind);
+const toolCalls = new ToolCallLog(() => agentTable('AgentToolCall') as LogTable | undefined, behind);
 const deliveries = new DeliveryLog(() => agentTable('AgentWatchDelivery') as LogTable | undefined);
 const lifecycle = new Lifecycle(store, calls, followups, (m) => logger.info(m), toolCalls);
 const deps: OperationsDeps = {

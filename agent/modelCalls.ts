@@ -1,6 +1,7 @@
 // The model-call log: one AgentModelCall record per HTTP request a backend's SDK sends for a model call (its retries
 // each count), with the session, provider, host, model, request bytes, the tokens the provider reported, latency,
 // status, error class and cost; and what the spending limits (agent.maxCostUsd, agent.maxSessionCostUsd) read back.
+import type { WriteBehind } from './writeBehind.js';
 import { millisOf, RecordLog, type LogTable as CallTable } from './recordLog.js';
 import { randomUUID } from 'node:crypto';
 import { statusErrorClass } from '../resources/models/backendHelpers.js';
@@ -234,7 +235,7 @@ export function totals(calls: readonly ModelCallRecord[]): CallTotals {
 
 /** The model-call log: one record per provider request (agent/recordLog.ts keeps, pages and expires it). */
 export class ModelCallLog extends RecordLog<ModelCallRecord> {
-  constructor(table?: () => CallTable | undefined) {
-    super(table, plain);
+  constructor(table?: () => CallTable | undefined, behind?: WriteBehind) {
+    super(table, plain, behind);
   }
 }

@@ -24,8 +24,22 @@ export interface Price {
 
 const catalogIds = (provider: string, model: string) => [CATALOG_PROVIDER[provider] ? `${CATALOG_PROVIDER[provider]}:${model}` : undefined, model].filter((id): id is string => !!id);
 
+/** `look` once per provider and model: the catalog is static, and a lookup scans its providers (a turn asks twice). */
+function memo<T>(look: (provider: string, model: string) => T): (provider: string, model: string) => T {
+  const found = new Map<string, T>();
+  return (provider, model) => {
+    const key = `${provider}\u0000${model}`;
+    if (!found.has(key)) found.set(key, look(provider, model));
+    return found.get(key)!;
+  };
+}
+
 /** The catalog's context window for a model (its combined input and output maximum), and the id it was found under. */
 export async function catalogWindow(provider: string, model: string): Promise<{ tokens: number; source: string } | undefined> {
+  return windowIn(provider, model);
+}
+
+const windowIn = memo((provider: string, model: string): { tokens: number; source: string } | undefined => {
   for (const id of catalogIds(provider, model)) {
     const found = getContextWindow(id);
     const tokens = found.combinedMax ?? found.totalMax ?? found.inputMax;
@@ -33,10 +47,16 @@ export async function catalogWindow(provider: string, model: string): Promise<{ 
   }
   const newer = NEWER_THAN_CATALOG[model];
   return newer ? { tokens: newer.window, source: `${model}, newer than the catalog` } : undefined;
-}
+});
 
 /** The catalog's price for a model, and where it was found; undefined for a model it does not price (local models). */
 export function catalogPrice(provider: string, model: string): { price: Price; source: string } | undefined {
+  const found = priceIn(provider, model);
+  // A copy: callers may adjust what they are given.
+  return found && { price: { ...found.price }, source: found.source };
+}
+
+const priceIn = memo((provider: string, model: string): { price: Price; source: string } | undefined => {
   for (const id of catalogIds(provider, model)) {
     const pricing = (getModelRaw(id) as { pricing?: Partial<Price> } | undefined)?.pricing;
     if (pricing && typeof pricing.inputPerMTokens === 'number' && typeof pricing.outputPerMTokens === 'number') {
@@ -48,4 +68,4 @@ export function catalogPrice(provider: string, model: string): { price: Price; s
   }
   const newer = NEWER_THAN_CATALOG[model];
   return newer ? { price: newer.price, source: `${model}, newer than the catalog` } : undefined;
-}
+});

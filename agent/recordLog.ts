@@ -1,6 +1,7 @@
 // A log of records kept per session in a Harper table (the model-call log, the tool-call audit): written once, read
 // for a session or a page at a time newest first from the `at` index (a page costs its own size, not the table's), and
 // removed with its session or when older than a retention. A map stands in for the table in unit tests.
+import type { WriteBehind } from './writeBehind.js';
 
 /** What a log record has: its id, its session and when. */
 export interface LogRecord {
@@ -10,7 +11,7 @@ export interface LogRecord {
 }
 
 export interface LogTable {
-  put(id: string, record: Record<string, unknown>): unknown;
+  put(id: string, record: Record<string, unknown>, context?: object): unknown;
   delete?(id: string): unknown;
   search(query: Record<string, unknown>): AsyncIterable<unknown>;
 }
@@ -23,17 +24,19 @@ export class RecordLog<T extends LogRecord> {
   constructor(
     private readonly table: (() => LogTable | undefined) | undefined,
     /** A stored row as plain data (Harper's records expose attributes as getters; times come back as Dates). */
-    private readonly plain: (row: T) => T
+    private readonly plain: (row: T) => T,
+    /** Where the records wait for the thread's next transaction (agent/writeBehind.ts); absent, each put commits alone. */
+    private readonly behind?: WriteBehind
   ) {}
 
   /** This thread's writes not yet committed: its own reads wait for them (see record). */
   private writing: Promise<unknown> = Promise.resolve();
 
   /**
-   * Writes the records, all at once. A run does not wait for this on its way to the next model call (each commit is a
-   * millisecond of a turn): the records are queued to the same database before the run's next session write, and
-   * Harper commits one database's writes in order, so whoever sees the run's next change sees them too; this thread's
-   * own reads (list, page) wait for what it has in flight.
+   * Writes the records: with the thread's next transaction where there is a WriteBehind, else each put at once. A run
+   * does not wait for this on its way to the next model call (a commit is a millisecond of a turn): the records are
+   * committed with or before the run's next session change, in the same database, so whoever sees that change sees
+   * them too; this thread's own reads (list, page) wait for what it has in flight.
    */
   record(records: T[]): Promise<void> {
     const table = this.table?.();
@@ -41,7 +44,9 @@ export class RecordLog<T extends LogRecord> {
       this.rows.push(...records);
       return Promise.resolve();
     }
-    const written = Promise.all(records.map((r) => table.put(r.id, { ...r, at: new Date(r.at) } as unknown as Record<string, unknown>)));
+    const row = (r: T) => ({ ...r, at: new Date(r.at) }) as unknown as Record<string, unknown>;
+    // A record's id is new (a UUID), so it needs no stamp after a stored version (agent/writeOrder.ts).
+    const written = this.behind ? this.behind.add(records.map((r) => (context) => table.put(r.id, row(r), context))) : Promise.all(records.map((r) => table.put(r.id, row(r))));
     this.writing = Promise.all([this.writing, written.catch(() => undefined)]);
     return written.then(() => undefined);
   }

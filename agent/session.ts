@@ -476,7 +476,7 @@ export class SessionStore {
       header.title ??= firstPrompt(added);
       const revision = this.nextRevision();
       const putAt = tracing ? performance.timeOrigin + performance.now() : 0;
-      await this.writeChange(id, keyed, toRow(header, revision));
+      await this.writeChange(id, keyed, toRow(header, revision), false);
       if (tracing) await this.traceReadBack(id, revision, putAt);
       if (tracing) trace({ op: 'mutate', id, exclusive, read: rowTrace(row), wrote: { revision, status: header.status, count: header.messageCount, runner: header.runner?.slice(-8) ?? null }, keys: keyed.map((k) => `${k.key.slice(id.length + 1)} ${k.message.role}${k.message.role === 'user' ? ` ${k.message.content.slice(0, 40)}` : ''}`) });
       if (copy) this.transcripts.remember(id, revision, header, keyed.length ? [...copy, ...keyed] : copy);
@@ -491,13 +491,14 @@ export class SessionStore {
 
   /** A change's message records, then its row. In one transaction where the tables have them: one commit, and no reader
    * sees the row before its records. Without, the records are put first and the row once they are in (a reader
-   * ignores records past the row's count). */
-  private async writeChange(id: string, keyed: readonly KeyedMessage[], row: Record<string, unknown>): Promise<void> {
+   * ignores records past the row's count). `rewritten`: the records exist already (a cut), so the transaction's stamp
+   * must follow theirs too; a new record's key (its sequence and this thread's tag) was never written. */
+  private async writeChange(id: string, keyed: readonly KeyedMessage[], row: Record<string, unknown>, rewritten: boolean): Promise<void> {
     const { together } = this.tables;
     if (together) {
       const messages = this.tables.messages();
       const sessions = this.tables.sessions();
-      await together([...keyed.map((k) => ({ table: messages, id: k.key })), { table: sessions, id }], async (context) => {
+      await together([...(rewritten ? keyed.map((k) => ({ table: messages, id: k.key })) : []), { table: sessions, id }], async (context) => {
         await Promise.all(keyed.map((k) => this.putMessage(id, k.seq, k.message, k.key, context)));
         await sessions.put(id, row, context);
       });
@@ -567,7 +568,7 @@ export class SessionStore {
       });
       header.updatedAt = Date.now();
       const revision = this.nextRevision();
-      await this.writeChange(id, cut, toRow(header, revision));
+      await this.writeChange(id, cut, toRow(header, revision), true);
       if (exclusive) this.transcripts.remember(id, revision, header, keyed);
       return picked.length;
     });

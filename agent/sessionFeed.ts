@@ -151,7 +151,9 @@ export class LiveWriter {
     }
   }
 
-  /** The call is over: a failed one's gathered text is dropped, a finished one's is sent before the end. */
+  /** The call is over: a failed one's gathered text is dropped, a finished one's is sent before the end. A call that
+   * finished without text sends no end (each publish is a write, and followers use the end to close a call's text or
+   * to mark it failed; a failed call's end always goes). */
   close(failed: boolean): void {
     if (this.closed) return;
     if (failed) {
@@ -159,6 +161,7 @@ export class LiveWriter {
       this.pending = '';
     } else this.flush();
     this.closed = true;
+    if (!failed && this.sent === 0) return;
     this.send({ kind: 'end', call: this.call, index: this.index, failed });
   }
 }

@@ -2,6 +2,7 @@
 // redacted, the stored result's size, what the policy decided, when), kept in agent.AgentToolCall, paged and expired
 // like the model-call log (agent/recordLog.ts), so an operator can answer "what did the agent read or change on
 // Tuesday". Written by the loop as each call is settled (agent/loop.ts); read with list_agent_tool_calls.
+import type { WriteBehind } from './writeBehind.js';
 import type { ToolCall, ToolMessage } from '../resources/models/types.js';
 import { millisOf, RecordLog, type LogRecord, type LogTable } from './recordLog.js';
 import { redactSecrets } from './tools/harperOps.js';
@@ -65,7 +66,7 @@ const plain = (r: ToolCallRecord): ToolCallRecord => ({
 });
 
 export class ToolCallLog extends RecordLog<ToolCallRecord> {
-  constructor(table?: () => LogTable | undefined) {
-    super(table, plain);
+  constructor(table?: () => LogTable | undefined, behind?: WriteBehind) {
+    super(table, plain, behind);
   }
 }

@@ -28,7 +28,9 @@ export class TranscriptCache {
   private held = 0;
 
   /** At most `maxSessions` copies and `maxBytes` of transcript (by the rows' bytes), least recently used dropped. */
-  constructor(private readonly maxSessions = 32, private readonly maxBytes = 64 * 1024 * 1024) {}
+  // Sessions sized for many running at once on one thread (400 in bench:concurrent): a copy dropped costs the next read
+  // of that session its whole transcript. The bytes bound holds the memory.
+  constructor(private readonly maxSessions = 1024, private readonly maxBytes = 64 * 1024 * 1024) {}
 
   /** The records of a row this thread holds whole ('current'), or of a row that only grew since ('behind': read the
    * records from seq `count` on and pass them to `catchUp`). */

@@ -80,23 +80,29 @@ function ownTimes(messages: { role: string; at: number }[], calls: { at: number;
   return own;
 }
 
-/** One session of `prompts` prompts of ten pages each at a 160 KB window (compaction keeps its requests bounded): the
- * median own time of the ten tool turns ending at each checkpoint. */
-async function longSession(h: RunningHarper, server: ProviderServer, stream: boolean, prompts: number, checkpoints: number[]): Promise<Map<number, number>> {
+/** One session at a 160 KB window (compaction keeps its requests bounded), prompt after prompt of ten pages each until
+ * it has made the last checkpoint's tool turns: the median own time of the twenty ending at each checkpoint (turn 10:
+ * its nine). */
+async function longSession(h: RunningHarper, server: ProviderServer, stream: boolean, checkpoints: number[]): Promise<Map<number, number>> {
   await op(h, { operation: 'set_agent_config', provider: 'openai', baseUrl: `${server.url}/v1`, apiKey: 'k', maxRetries: 0, model: 'bench-long', stream, maxTurns: 500, contextWindowTokens: 40_000 });
   server.reset();
   server.responder = sessionReader('logs', 'turn.log', 10);
+  const turns = Math.max(...checkpoints);
   let session_id: string | undefined;
-  for (let i = 1; i <= prompts; i++) {
+  let s: { status: string; lastError: string | null; messages: { role: string; at: number }[] } | undefined;
+  for (let i = 1; ; i++) {
     const answer = await op(h, { operation: 'agent_prompt', message: `Go on reading logs/turn.log (${i}).`, ...(session_id ? { session_id } : {}) });
     session_id = answer.session_id;
     await settled(h);
+    // The transcript is read every ten prompts only (a prompt makes about ten tool turns).
+    if (i % 10 && i * 10 < turns) continue;
+    s = await op(h, { operation: 'get_agent_session', session_id });
+    if (s!.status !== 'completed') throw new Error(`the long session ended ${s!.status}: ${s!.lastError}`);
+    if (s!.messages.filter((m) => m.role === 'tool').length >= turns) break;
   }
-  const s = await op(h, { operation: 'get_agent_session', session_id });
-  if (s.status !== 'completed') throw new Error(`the long session ended ${s.status}: ${s.lastError}`);
-  const calls = ((await op(h, { operation: 'list_agent_model_calls', session_id })).calls as { at: number; latencyMs: number; purpose?: string }[]).sort((a, b) => a.at - b.at);
-  const own = ownTimes(s.messages, calls);
-  return new Map(checkpoints.map((t) => [t, median(Array.from({ length: 10 }, (_, k) => own.get(t - k)).filter((x): x is number => x !== undefined))]));
+  const calls = ((await op(h, { operation: 'list_agent_model_calls', session_id, limit: 10_000 })).calls as { at: number; latencyMs: number }[]).sort((a, b) => a.at - b.at);
+  const own = ownTimes(s!.messages, calls);
+  return new Map(checkpoints.map((t) => [t, median(Array.from({ length: 20 }, (_, k) => own.get(t - k)).filter((x): x is number => x !== undefined))]));
 }
 
 async function main() {
@@ -112,7 +118,9 @@ async function main() {
     writeLog(path.join(rootPath, 'log', 'turn.log'), 1024 * 1024);
     await op(h, { operation: 'set_agent_config', provider: 'openai', baseUrl: `${server.url}/v1`, apiKey: 'k', maxRetries: 0, model: 'bench-turn', stream: true, maxTurns: 500 });
     const reader = readerResponder('logs', 'turn.log');
-    for (let r = 1; r <= READS; r++) {
+    // `node dist/bench/turnTime.js long`: the long session alone (prints, writes nothing).
+    const longOnly = process.argv[2] === 'long';
+    for (let r = 1; r <= (longOnly ? 0 : READS); r++) {
       server.reset();
       server.responder = reader;
       const { own, provider } = await read(h, 'turn.log');
@@ -121,7 +129,7 @@ async function main() {
       console.log(rows.at(-1));
     }
     // Through Anthropic's and Bedrock's SDKs, streamed, one read each.
-    for (const provider of ['anthropic', 'bedrock'] as const) {
+    for (const provider of longOnly ? [] : (['anthropic', 'bedrock'] as const)) {
       await op(h, { operation: 'set_agent_config', ...providerSettings(provider, server), model: `bench-turn-${provider}`, stream: true, maxTurns: 500 });
       server.reset();
       server.responder = reader;
@@ -133,7 +141,7 @@ async function main() {
     // At a 160 KB window (40,000 tokens): the pre-flight has a budget to fit, and compaction is due now and then
     // (its summary calls answered at once; their turns are not tool turns and are not timed).
     await op(h, { operation: 'set_agent_config', contextWindowTokens: 40_000 });
-    for (let r = 1; r <= READS; r++) {
+    for (let r = 1; r <= (longOnly ? 0 : READS); r++) {
       server.reset();
       server.responder = (req) => (isSummaryRequest(req) ? { text: 'Reading logs/turn.log; nothing wrong so far.' } : reader(req));
       const { own, provider } = await read(h, 'turn.log');
@@ -141,11 +149,11 @@ async function main() {
       rows.push(`| ${r}, 160 KB window | ${own.length} | ${median(own).toFixed(1)} ms | ${median(provider).toFixed(1)} ms |`);
       console.log(rows.at(-1));
     }
-    // One long session, streamed and not: turn 10, 100 and 1,000 (a hundred prompts of ten pages).
+    // One long session, streamed and not: its tool turns 10, 100 and 1,000 (prompts of ten pages each).
     const checkpoints = [10, 100, 1000];
-    const long: string[] = ['', '| one session at a 160 KB window, own time per tool turn (median of the ten ending at each) | turn 10 | turn 100 | turn 1,000 |', '| --- | --- | --- | --- |'];
+    const long: string[] = ['', '| one session at a 160 KB window, own time per tool turn (median of the twenty ending at each) | turn 10 | turn 100 | turn 1,000 |', '| --- | --- | --- | --- |'];
     for (const stream of [true, false]) {
-      const at = await longSession(h, server, stream, 100, checkpoints);
+      const at = await longSession(h, server, stream, checkpoints);
       long.push(`| ${stream ? 'streamed' : 'not streamed'} | ${checkpoints.map((t) => `${at.get(t)!.toFixed(1)} ms`).join(' | ')} |`);
       console.log(long.at(-1));
     }
@@ -155,6 +163,7 @@ async function main() {
     await server.close();
     rmSync(rootPath, { recursive: true, force: true });
   }
+  if (process.argv[2] === 'long') return;
   rows.push(`| all, no window known | ${all.length} | ${median(all).toFixed(1)} ms | |`, `| all, 160 KB window | ${windowed.length} | ${median(windowed).toFixed(1)} ms | |`, ...longRows);
   console.log(`\n${rows.join('\n')}`);
   replaceSection(path.join(process.cwd(), 'BENCHMARKS.md'), 'turn', ['## The agent\'s own time per tool turn (npm run bench:turn)', '', 'A 1 MiB log read to its end through the real OpenAI SDK, streamed, against a provider that answers at once; own time = the gap between two stored tool results less the call log\'s provider time between them.', '', ...rows].join('\n'));

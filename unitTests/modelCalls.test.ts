@@ -171,6 +171,18 @@ describe('the live writer', () => {
     broken.onEvent({ type: 'toolCall', call: { id: 'x', name: 'y', arguments: {} } });
     broken.close(false);
   });
+
+  it('a call that finished with tool calls and no text sends no end (a publish is a write); one that failed does', () => {
+    const sent: LiveEvent[] = [];
+    const w = new LiveWriter((e) => sent.push(e), 'c4', 5);
+    w.onEvent({ type: 'toolCall', call: { id: 't2', name: 'read_file', arguments: { path: 'x' } } });
+    w.close(false);
+    expect(sent).to.deep.equal([{ kind: 'toolCall', call: 'c4', index: 5, toolCall: { id: 't2', name: 'read_file', arguments: { path: 'x' } } }]);
+    const failed = new LiveWriter((e) => sent.push(e), 'c5', 7);
+    failed.onEvent({ type: 'toolCall', call: { id: 't3', name: 'read_file', arguments: { path: 'y' } } });
+    failed.close(true);
+    expect(sent.slice(1).map((e) => e.kind)).to.deep.equal(['toolCall', 'end']);
+  });
 });
 
 // ------------------------------------------------------------------------------------------------------------

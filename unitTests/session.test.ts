@@ -18,7 +18,7 @@ describe('SessionStore', () => {
     expect((await store.header(s.session_id))!.bytes).to.equal(back.bytes);
   });
 
-  it("a change's records and its row are written in one transaction where the tables have one, stamped for all of them", async () => {
+  it("a change's records and its row are written in one transaction where the tables have one, stamped after the row", async () => {
     const { table, messages } = memoryStore();
     // Harper's transaction, as boot.ts passes it: the puts given its context are committed with it.
     const transactions: { writes: string[]; puts: string[] }[] = [];
@@ -48,10 +48,15 @@ describe('SessionStore', () => {
     const [change] = transactions.slice(before);
     const keys = [...messages.rows.keys()].sort();
     expect(transactions.length - before).to.equal(1);
-    // Stamped after each record it writes and the row; the records first, the row last.
-    expect(change!.writes).to.deep.equal([...keys.map((k) => `message ${k}`), `session ${s.session_id}`]);
-    expect(change!.puts).to.deep.equal(change!.writes);
+    // Stamped after the row (new records have no version to follow); the records put first, the row last.
+    expect(change!.writes).to.deep.equal([`session ${s.session_id}`]);
+    expect(change!.puts).to.deep.equal([...keys.map((k) => `message ${k}`), `session ${s.session_id}`]);
     expect((await store.get(s.session_id))!.messages.map((m) => m.content)).to.deep.equal(['one', 'two']);
+    // A cut rewrites a record that exists: the transaction is stamped after it too.
+    await store.append(s.session_id, [{ role: 'assistant', content: '', toolCalls: [{ id: 'c1', name: 'read_file', arguments: {} }] }, { role: 'tool', toolCallId: 'c1', name: 'read_file', content: 'x'.repeat(SHRINK_THRESHOLD_BYTES * 2) }]);
+    const toolKey = [...messages.rows.keys()].find((k) => JSON.parse(messages.rows.get(k)!).role === 'tool')!;
+    expect(await store.shrinkNewestToolResults(s.session_id)).to.equal(1);
+    expect(transactions.at(-1)).to.deep.equal({ writes: [`message ${toolKey}`, `session ${s.session_id}`], puts: [`message ${toolKey}`, `session ${s.session_id}`] });
   });
 
   it('pages newest first from the time index, or one owner\'s range of the owner+time index, reading the page and no more', async () => {
