@@ -121,9 +121,12 @@ export class OpenAIBackend implements ModelBackend {
         // which is sooner than the SDK's own "done" (the next call or the finish): reported then, once.
         const reported = new Set<number>();
         const report = (index: number, name: string, raw: string) => {
+          // Parsed only when it can be whole (it ends in a brace): a parse of every delta's arguments so far was a
+          // failed parse per piece, and the pieces of one call grow with its arguments.
+          if (reported.has(index) || !raw.trimEnd().endsWith('}')) return;
           const id = stream.currentChatCompletionSnapshot?.choices[0]?.message.tool_calls?.[index]?.id;
-          const args = raw.trim() ? parseToolArguments(raw) : null;
-          if (!id || !args || reported.has(index)) return;
+          const args = parseToolArguments(raw);
+          if (!id || !args) return;
           reported.add(index);
           onEvent({ type: 'toolCall', call: { id, name, arguments: args } });
         };
