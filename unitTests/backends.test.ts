@@ -3,7 +3,7 @@ import { expect } from 'chai';
 import { AnthropicBackend } from 'harper-agent-anthropic/backend';
 import { BedrockBackend } from 'harper-agent-bedrock/backend';
 import { OllamaBackend, windowFromShow } from 'harper-agent-ollama/backend';
-import { OpenAIBackend } from 'harper-agent-openai/backend';
+import { gatherStream, OpenAIBackend } from 'harper-agent-openai/backend';
 import { bedrockError, ollamaShow, ProviderServer, type Provider, type Turn } from '../integrationTests/providerServer/server.js';
 import { isModelError, providerErrors, type ModelError } from '../resources/models/backendHelpers.js';
 import type { GenerateInput, ModelBackend } from '../resources/models/types.js';
@@ -163,6 +163,67 @@ describe('openai backend edge cases', () => {
     const out = await make('openai').generate(input, new AbortController().signal);
     expect(out.finishReason).to.equal('invalid_tool_call');
     expect(out.detail).to.match(/arguments of read_file are not a JSON object/);
+  });
+});
+
+describe("openai backend: a stream's chunks gathered (gatherStream)", () => {
+  const chunk = (delta: Record<string, unknown>, finish: string | null = null, usage?: Record<string, number>) => ({ id: 'c1', object: 'chat.completion.chunk', created: 7, model: 'm', choices: delta || finish ? [{ index: 0, delta, finish_reason: finish, logprobs: null }] : [], ...(usage ? { usage } : {}) });
+  async function* chunks(list: unknown[]) {
+    for (const c of list) yield c as never;
+  }
+
+  it('into the completion a plain call returns: text as it comes, each tool call once its arguments are whole, usage last', async () => {
+    const events: unknown[] = [];
+    const completion = await gatherStream(
+      chunks([
+        chunk({ role: 'assistant', content: 'Reading ' }),
+        chunk({ content: 'it.' }),
+        chunk({ tool_calls: [{ index: 0, id: 't1', type: 'function', function: { name: 'read_file', arguments: '{"path":"a}' } }] }),
+        chunk({ tool_calls: [{ index: 0, function: { arguments: 'b"}' } }] }),
+        chunk({ tool_calls: [{ index: 1, id: 't2', type: 'function', function: { name: 'grep_files', arguments: '' } }] }),
+        chunk({}, 'tool_calls'),
+        chunk(undefined as never, null, { prompt_tokens: 10, completion_tokens: 4, total_tokens: 14 }),
+      ]),
+      (e) => events.push(e)
+    );
+    // '{"path":"a}' ends in a brace but does not parse: reported once whole; the second call, with no arguments, at the end.
+    expect(events).to.deep.equal([
+      { type: 'text', text: 'Reading ' },
+      { type: 'text', text: 'it.' },
+      { type: 'toolCall', call: { id: 't1', name: 'read_file', arguments: { path: 'a}b' } } },
+      { type: 'toolCall', call: { id: 't2', name: 'grep_files', arguments: {} } },
+    ]);
+    expect(completion).to.deep.equal({
+      id: 'c1',
+      created: 7,
+      model: 'm',
+      object: 'chat.completion',
+      usage: { prompt_tokens: 10, completion_tokens: 4, total_tokens: 14 },
+      choices: [
+        {
+          index: 0,
+          finish_reason: 'tool_calls',
+          logprobs: null,
+          message: {
+            role: 'assistant',
+            content: 'Reading it.',
+            refusal: null,
+            tool_calls: [
+              { id: 't1', type: 'function', function: { name: 'read_file', arguments: '{"path":"a}b"}' } },
+              { id: 't2', type: 'function', function: { name: 'grep_files', arguments: '' } },
+            ],
+          },
+        },
+      ],
+    });
+  });
+
+  it('a stream that ends without a finish is not an answer', async () => {
+    const ended = await gatherStream(chunks([chunk({ content: 'Half' })]), () => undefined).then(
+      () => 'answered',
+      (error: Error) => error.message
+    );
+    expect(ended).to.equal('missing finish_reason for choice 0');
   });
 });
 
