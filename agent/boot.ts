@@ -32,6 +32,7 @@ import { createToolRegistry, defaultTools } from './tools/index.js';
 import { operationsAs, type OperationServer } from './tools/harperOps.js';
 import { DeliveryLog } from './watches/delivery.js';
 import { Memory, type MemoryTable } from './memory/memory.js';
+import { RUNBOOK_SYNC_MS, shippedRunbooks } from './memory/componentRunbooks.js';
 import { Watcher, type WatchTable } from './watches/watcher.js';
 import type { Scopes } from './tools/scopes.js';
 
@@ -138,13 +139,25 @@ const deps: OperationsDeps = {
   cluster,
   log: (m) => logger.warn(m),
   watches: { watches: () => agentTable('AgentWatch') as WatchTable | undefined, states: () => agentTable('AgentWatchState') as WatchTable | undefined, deliveries },
-  memory: new Memory(() => agentTable('AgentNote') as MemoryTable | undefined, () => agentTable('AgentRunbook') as MemoryTable | undefined),
+  memory: new Memory(() => agentTable('AgentNote') as MemoryTable | undefined, () => agentTable('AgentRunbook') as MemoryTable | undefined, shippedRunbooks(scopes.components, warn)),
 };
 const operations = afterReady(createOperations(deps));
 // Watches this node owns fire from one worker thread (agent/watches/watcher.ts), once the config is in force.
 if (workerIndex() === 0) {
   const watcher = new Watcher({ loop: deps, ...deps.watches!, node, log: (m) => logger.warn(m) });
   void ready.then(() => watcher.start());
+}
+// Runbooks the components ship (<component>/runbooks/*.md): synced into AgentRunbook by one thread per node, at boot and
+// every RUNBOOK_SYNC_MS, and by list_agent_runbooks (agent/memory/componentRunbooks.ts). Every node ships the same
+// files, so their writes agree.
+if (workerIndex() === 0) {
+  const sync = () =>
+    deps.memory!.refreshShipped().then(
+      (r) => r && (r.written || r.removed) && logger.info(`harper-agent: component runbooks: ${r.written} written, ${r.removed} removed`),
+      (error) => warn(`harper-agent: could not sync the components' runbooks: ${error}`)
+    );
+  void ready.then(sync);
+  setInterval(sync, RUNBOOK_SYNC_MS).unref();
 }
 // A window too small for any run, from harperdb-config.yaml, env or a flag (set_agent_config refuses one): said once.
 if (workerIndex() === 0) void ready.then(() => windowProblem(deps, configs.current())).then((problem) => problem && warn(`harper-agent: ${problem} Runs will end saying so until it is changed.`));

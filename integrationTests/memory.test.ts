@@ -3,7 +3,7 @@
 // from the next. A 200 KB runbook is found by its tag and read in pages; a note holding a key is refused.
 import { expect } from 'chai';
 import { execFile } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -86,6 +86,38 @@ describe("the agent's memory: notes recalled into prompts, runbooks read in page
     } finally {
       server.responder = undefined;
       await h.op({ operation: 'delete_agent_runbook', runbook_id: added.runbook_id });
+    }
+  });
+
+  it("a component's runbooks/ folder is served: listed with its file, found and read by the model, refused a delete (409), gone with its file", async () => {
+    const { h, server } = suite;
+    const folder = path.join(h.harper.rootPath, 'components', 'ops-runbooks');
+    const body = '# Steps\n1. Run cluster_status and find the connection that is down.\n2. Restart replication on that node.\n';
+    mkdirSync(path.join(folder, 'runbooks'), { recursive: true });
+    writeFileSync(path.join(folder, 'runbooks', 'replication-down.md'), `---\ntitle: A replication connection is down\ntags: [replication, cluster]\n---\n${body}`);
+    const id = 'component:ops-runbooks:runbooks:replication-down.md';
+    try {
+      const listed = (await h.op({ operation: 'list_agent_runbooks', tag: 'cluster' })).body.runbooks;
+      expect(listed.map((r: any) => [r.runbook_id, r.title, r.tags, r.source, r.bytes])).to.deep.equal([[id, 'A replication connection is down', ['replication', 'cluster'], 'ops-runbooks/runbooks/replication-down.md', Buffer.byteLength(body)]]);
+      const refused = await h.op({ operation: 'delete_agent_runbook', runbook_id: id });
+      expect([refused.status, refused.body.error]).to.deep.equal([409, `runbook ${id} is shipped in components/ops-runbooks/runbooks/replication-down.md: remove or change that file to remove or change it`]);
+      server.reset();
+      server.responder = (req) => {
+        const last = req.messages.at(-1)!;
+        if (last.role === 'user') return { toolCalls: [{ name: 'search_memory', arguments: { query: 'replication connection down' } }] };
+        const result = JSON.parse(last.text);
+        if (result.matches) return { toolCalls: [{ name: 'read_runbook', arguments: { runbook_id: result.matches[0].runbook_id } }] };
+        return { text: result.content };
+      };
+      const s = await h.prompt('a replication connection is down, what do we do?');
+      expect([s.status, s.messages.at(-1).content]).to.deep.equal(['completed', body]);
+      rmSync(path.join(folder, 'runbooks', 'replication-down.md'));
+      expect((await h.op({ operation: 'list_agent_runbooks' })).body.runbooks.map((r: any) => r.runbook_id)).to.not.include(id);
+      expect((await h.op({ operation: 'get_agent_runbook', runbook_id: id })).status).to.equal(404);
+    } finally {
+      server.responder = undefined;
+      rmSync(folder, { recursive: true, force: true });
+      await h.op({ operation: 'list_agent_runbooks' });
     }
   });
 

@@ -33,9 +33,30 @@ export interface Runbook {
   body: string;
   bytes: number;
   user: string | null;
+  /** The file a component ships it in (`<component>/runbooks/<file>.md`, agent/memory/componentRunbooks.ts), or null
+   * for one added with add_agent_runbook. */
+  source: string | null;
   createdAt: number;
   updatedAt: number;
 }
+
+/** The id prefix of a runbook a component ships (agent/memory/componentRunbooks.ts): add_agent_runbook's ids are
+ * UUIDs, so the two never meet. */
+export const SHIPPED_PREFIX = 'component:';
+
+/** A runbook as a component's file gives it. */
+export interface ShippedRunbook {
+  runbook_id: string;
+  title: string;
+  tags: string[];
+  body: string;
+  /** The file, relative to the components folder (`<component>/runbooks/<file>.md`). */
+  source: string;
+}
+
+/** A look at the files components ship runbooks in: what they are as one string (unchanged: nothing to read), and
+ * their reading (agent/memory/componentRunbooks.ts). */
+export type ShippedSource = () => Promise<{ signature: string; components: string[]; read: () => Promise<ShippedRunbook[]> }>;
 
 export interface MemoryTable {
   get(id: string): unknown;
@@ -69,7 +90,7 @@ export function toRunbook(row: unknown): Runbook | undefined {
   if (!row) return undefined;
   const r = row as Record<string, unknown>;
   const body = String(r.body ?? '');
-  return { runbook_id: String(r.runbook_id), title: String(r.title ?? ''), tags: Array.from((r.tags as string[] | undefined) ?? [], String), body, bytes: Buffer.byteLength(body), user: (r.user as string | null) ?? null, createdAt: millis(r.createdAt), updatedAt: millis(r.updatedAt) };
+  return { runbook_id: String(r.runbook_id), title: String(r.title ?? ''), tags: Array.from((r.tags as string[] | undefined) ?? [], String), body, bytes: Buffer.byteLength(body), user: (r.user as string | null) ?? null, source: (r.source as string | null) ?? null, createdAt: millis(r.createdAt), updatedAt: millis(r.updatedAt) };
 }
 
 /** A note as recall shows it to the model: one line, with where it applies and who wrote it when. */
@@ -113,8 +134,27 @@ export class Memory {
 
   constructor(
     private readonly noteTable: () => MemoryTable | undefined,
-    private readonly runbookTable: () => MemoryTable | undefined
+    private readonly runbookTable: () => MemoryTable | undefined,
+    /** Where the components' runbooks are; absent, there are none. */
+    private readonly shipped?: ShippedSource
   ) {}
+
+  private shippedSignature: string | undefined;
+  private refreshing: Promise<{ written: number; removed: number } | null> | undefined;
+
+  /** Syncs the components' runbooks when their files changed since the last sync that succeeded (one at a time);
+   * answers what it wrote and removed, or null when nothing had changed. */
+  refreshShipped(): Promise<{ written: number; removed: number } | null> {
+    if (!this.shipped) return Promise.resolve(null);
+    this.refreshing ??= (async () => {
+      const look = await this.shipped!();
+      if (look.signature === this.shippedSignature) return null;
+      const result = await this.syncShipped(await look.read(), look.components);
+      this.shippedSignature = look.signature;
+      return result;
+    })().finally(() => (this.refreshing = undefined));
+    return this.refreshing;
+  }
 
   private table(which: 'notes' | 'runbooks'): MemoryTable {
     const t = which === 'notes' ? this.noteTable() : this.runbookTable();
@@ -172,7 +212,7 @@ export class Memory {
     if (bytes > MAX_RUNBOOK_BYTES) throw new MemoryError(`a runbook is at most ${MAX_RUNBOOK_BYTES} bytes (this one has ${bytes})`);
     refuseKeys('the runbook', fields.body);
     const now = Date.now();
-    const runbook: Runbook = { runbook_id: randomUUID(), title: fields.title.trim(), tags: fields.tags.map((t) => t.trim().toLowerCase()).filter(Boolean), body: fields.body, bytes, user: fields.user, createdAt: now, updatedAt: now };
+    const runbook: Runbook = { runbook_id: randomUUID(), title: fields.title.trim(), tags: fields.tags.map((t) => t.trim().toLowerCase()).filter(Boolean), body: fields.body, bytes, user: fields.user, source: null, createdAt: now, updatedAt: now };
     await this.table('runbooks').put(runbook.runbook_id, { ...runbook, createdAt: new Date(now), updatedAt: new Date(now) });
     this.seen('runbook', runbook);
     return runbook;
@@ -189,7 +229,40 @@ export class Memory {
     return true;
   }
 
+  /**
+   * Makes the stored shipped runbooks (ids `component:...`) of the `components` this node has what their files are: a
+   * new or changed file is written, a runbook whose file is gone is deleted. A runbook of a component this node does
+   * not have is another node's to keep (the table is replicated). Answers how many were written and removed.
+   */
+  async syncShipped(found: readonly ShippedRunbook[], components: readonly string[]): Promise<{ written: number; removed: number }> {
+    const here = new Set(components);
+    const stored = new Map<string, Runbook>();
+    for await (const row of this.table('runbooks').search({ conditions: [] })) {
+      const r = toRunbook(row)!;
+      if (r.runbook_id.startsWith(SHIPPED_PREFIX) && here.has((r.source ?? '').split('/')[0]!)) stored.set(r.runbook_id, r);
+    }
+    let written = 0;
+    for (const f of found) {
+      const old = stored.get(f.runbook_id);
+      stored.delete(f.runbook_id);
+      if (old && old.title === f.title && old.body === f.body && old.source === f.source && old.tags.join('\n') === f.tags.join('\n')) continue;
+      const now = Date.now();
+      const runbook: Runbook = { runbook_id: f.runbook_id, title: f.title, tags: f.tags, body: f.body, bytes: Buffer.byteLength(f.body), user: null, source: f.source, createdAt: old?.createdAt ?? now, updatedAt: now };
+      await this.table('runbooks').put(runbook.runbook_id, { ...runbook, createdAt: new Date(runbook.createdAt), updatedAt: new Date(now) });
+      const { body: _body, ...rest } = runbook;
+      this.seen('runbook', rest);
+      written++;
+    }
+    for (const id of stored.keys()) {
+      await this.table('runbooks').delete!(id);
+      this.gone('runbook', id);
+    }
+    return { written, removed: stored.size };
+  }
+
   async listRunbooks(): Promise<Omit<Runbook, 'body'>[]> {
+    // What the operator reads is what the files say now, not at the last timed sync.
+    await this.refreshShipped();
     const out: Omit<Runbook, 'body'>[] = [];
     for await (const row of this.table('runbooks').search({ conditions: [] })) {
       const { body: _body, ...rest } = toRunbook(row)!;

@@ -66,7 +66,8 @@ export function memoryOperations(memory: Memory) {
       },
     },
     add_agent_runbook: {
-      // A markdown document the model finds by title and tag (search_memory) and reads in pages (read_runbook).
+      // A markdown document the model finds by title and tag (search_memory) and reads in pages (read_runbook). A
+      // component can ship its own in a runbooks/ folder (agent/memory/componentRunbooks.ts).
       schema: object({ title: { type: 'string', minLength: 1, maxLength: 200 }, tags: { type: 'array', items: { type: 'string', minLength: 1, maxLength: 50 }, maxItems: 20 }, body: { type: 'string', minLength: 1 } }, ['title', 'body']),
       async handle(input: Record<string, unknown>, user: User) {
         const r = await checked(() => memory.addRunbook({ title: input.title as string, tags: (input.tags as string[] | undefined) ?? [], body: input.body as string, user: user.username ?? null }));
@@ -94,6 +95,7 @@ export function memoryOperations(memory: Memory) {
       async handle(input: Record<string, unknown>, user: User) {
         const r = await memory.getRunbook(input.runbook_id as string);
         if (!r) throw new HttpError(404, `runbook ${JSON.stringify(input.runbook_id)} not found`);
+        if (r.source) throw new HttpError(409, `runbook ${r.runbook_id} is shipped in components/${r.source}: remove or change that file to remove or change it`);
         mayChange(user, r.user, `runbook ${r.runbook_id}`);
         await memory.deleteRunbook(r.runbook_id);
         return { runbook_id: r.runbook_id, deleted: true };
