@@ -139,7 +139,7 @@ const deps: OperationsDeps = {
   cluster,
   log: (m) => logger.warn(m),
   watches: { watches: () => agentTable('AgentWatch') as WatchTable | undefined, states: () => agentTable('AgentWatchState') as WatchTable | undefined, deliveries },
-  memory: new Memory(() => agentTable('AgentNote') as MemoryTable | undefined, () => agentTable('AgentRunbook') as MemoryTable | undefined, shippedRunbooks(scopes.components, warn)),
+  memory: new Memory(() => agentTable('AgentNote') as MemoryTable | undefined, () => agentTable('AgentRunbook') as MemoryTable | undefined, shippedRunbooks(scopes.components, warn), node),
 };
 const operations = afterReady(createOperations(deps));
 // Watches this node owns fire from one worker thread (agent/watches/watcher.ts), once the config is in force.

@@ -6,7 +6,7 @@
 // settings, on every worker thread).
 import { expect } from 'chai';
 import { execFile } from 'node:child_process';
-import { existsSync, lstatSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -370,6 +370,34 @@ describe('deployed with deploy_component on a two-node Harper cluster', function
       const again = await a.h.op({ operation: 'agent_prompt', message: `bulkloader CPU at 2am, take ${i}?` });
       await eventually(async () => expect((await session(a, again.body.session_id)).status).to.equal('completed'), 10_000);
       expect(firstPromptOf(`bulkloader CPU at 2am, take ${i}?`)).to.not.contain(text);
+    }
+  });
+
+  it("a component deployed with a runbooks/ folder on both nodes serves its runbook on both; dropped from B only, the runbook stays (A ships it); dropped from A, it is gone", async () => {
+    // A component as an operator writes one: its config and a runbook, packed and sent with deploy_component (no
+    // restart: the agent reads the files, Harper need not load the component for that).
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'ops-runbooks-'));
+    const md = '---\ntitle: The disk is full\ntags: [disk]\n---\n1. Find the largest tables with describe_all.\n';
+    writeFileSync(path.join(dir, 'config.yaml'), 'rest: false\n');
+    mkdirSync(path.join(dir, 'runbooks'));
+    writeFileSync(path.join(dir, 'runbooks', 'disk-full.md'), md);
+    const payload = (await run('tar', ['-czf', '-', '-C', dir, '.'], { encoding: 'buffer', maxBuffer: 1 << 20 })).stdout.toString('base64');
+    const id = 'component:ops-runbooks:runbooks:disk-full.md';
+    const listed = async (node: ClusterNode) => (await node.h.op({ operation: 'list_agent_runbooks', tag: 'disk' })).body.runbooks.map((r: any) => [r.runbook_id, r.title, r.source]);
+    try {
+      for (const node of [a, b]) expect((await node.h.op({ operation: 'deploy_component', project: 'ops-runbooks', payload, restart: false })).status).to.equal(200);
+      for (const node of [a, b]) expect(await listed(node)).to.deep.equal([[id, 'The disk is full', 'ops-runbooks/runbooks/disk-full.md']]);
+      // B no longer ships it: B leaves it to A, or removes it if B wrote it and A's next sync (this list) puts it back.
+      expect((await b.h.op({ operation: 'drop_component', project: 'ops-runbooks' })).status).to.equal(200);
+      await listed(b);
+      expect(await listed(a)).to.deep.equal([[id, 'The disk is full', 'ops-runbooks/runbooks/disk-full.md']]);
+      await eventually(async () => expect(await listed(b)).to.deep.equal([[id, 'The disk is full', 'ops-runbooks/runbooks/disk-full.md']]), 10_000);
+      expect((await a.h.op({ operation: 'drop_component', project: 'ops-runbooks' })).status).to.equal(200);
+      expect(await listed(a)).to.deep.equal([]);
+      await eventually(async () => expect(await listed(b)).to.deep.equal([]), 10_000);
+    } finally {
+      for (const node of [a, b]) await node.h.op({ operation: 'drop_component', project: 'ops-runbooks' }).catch(() => undefined);
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 

@@ -74,7 +74,7 @@ describe("the agent's memory", () => {
         file('ops/README.md', '# not in runbooks/');
         const logged: string[] = [];
         const table = new Table();
-        const memory = new Memory(() => new Table() as unknown as MemoryTable, () => table as unknown as MemoryTable, shippedRunbooks(dir, (m) => logged.push(m)));
+        const memory = new Memory(() => new Table() as unknown as MemoryTable, () => table as unknown as MemoryTable, shippedRunbooks(dir, (m) => logged.push(m)), 'n1');
         const own = await memory.addRunbook({ title: 'Added by hand', tags: [], body: 'text', user: 'ann' });
         expect(await memory.refreshShipped()).to.deep.equal({ written: 1, removed: 0 });
         expect(logged).to.deep.equal(['harper-agent: runbook components/ops/runbooks/keys.md is not served: it holds key material (a PEM armor line): it is not stored; leave the key out']);
@@ -94,6 +94,13 @@ describe("the agent's memory", () => {
         rmSync(path.join(dir, 'ops/runbooks/restart.md'));
         expect(await memory.refreshShipped()).to.deep.equal({ written: 0, removed: 1 });
         expect(await memory.getRunbook(id)).to.equal(undefined);
+        expect((await memory.listRunbooks()).map((r) => r.runbook_id).sort()).to.deep.equal(['component:elsewhere:runbooks:a.md', own.runbook_id].sort());
+        // A component this node wrote a runbook of, then no longer has at all: its runbook goes; the other node's stays.
+        file('ops/runbooks/restart.md', '# Restart\n');
+        expect(await memory.refreshShipped()).to.deep.equal({ written: 1, removed: 0 });
+        expect(JSON.parse(table.rows.get(id)!).node).to.equal('n1');
+        rmSync(path.join(dir, 'ops'), { recursive: true });
+        expect(await memory.refreshShipped()).to.deep.equal({ written: 0, removed: 1 });
         expect((await memory.listRunbooks()).map((r) => r.runbook_id).sort()).to.deep.equal(['component:elsewhere:runbooks:a.md', own.runbook_id].sort());
       } finally {
         rmSync(dir, { recursive: true, force: true });

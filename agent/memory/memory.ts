@@ -136,7 +136,9 @@ export class Memory {
     private readonly noteTable: () => MemoryTable | undefined,
     private readonly runbookTable: () => MemoryTable | undefined,
     /** Where the components' runbooks are; absent, there are none. */
-    private readonly shipped?: ShippedSource
+    private readonly shipped?: ShippedSource,
+    /** This node's name: a shipped runbook records the node that wrote it. */
+    private readonly node: string | null = null
   ) {}
 
   private shippedSignature: string | undefined;
@@ -147,6 +149,8 @@ export class Memory {
   refreshShipped(): Promise<{ written: number; removed: number } | null> {
     if (!this.shipped) return Promise.resolve(null);
     this.refreshing ??= (async () => {
+      // Following the table: another node's change to a shipped runbook makes this node look again (gone).
+      await this.ready();
       const look = await this.shipped!();
       if (look.signature === this.shippedSignature) return null;
       const result = await this.syncShipped(await look.read(), look.components);
@@ -230,16 +234,20 @@ export class Memory {
   }
 
   /**
-   * Makes the stored shipped runbooks (ids `component:...`) of the `components` this node has what their files are: a
-   * new or changed file is written, a runbook whose file is gone is deleted. A runbook of a component this node does
-   * not have is another node's to keep (the table is replicated). Answers how many were written and removed.
+   * Makes the stored shipped runbooks (ids `component:...`) what this node's component files are: a new or changed file
+   * is written (with this node's name), a runbook whose file is gone from a component this node has is deleted, and so
+   * is one this node wrote of a component it no longer has. One another node wrote, of a component this node does not
+   * have, is that node's (the table is replicated: a component deployed to one node keeps its runbooks there; one this
+   * node removes that another still ships comes back at that node's next sync). Answers how many were written and
+   * removed.
    */
   async syncShipped(found: readonly ShippedRunbook[], components: readonly string[]): Promise<{ written: number; removed: number }> {
     const here = new Set(components);
     const stored = new Map<string, Runbook>();
     for await (const row of this.table('runbooks').search({ conditions: [] })) {
       const r = toRunbook(row)!;
-      if (r.runbook_id.startsWith(SHIPPED_PREFIX) && here.has((r.source ?? '').split('/')[0]!)) stored.set(r.runbook_id, r);
+      const mine = here.has((r.source ?? '').split('/')[0]!) || (row as { node?: string | null }).node === this.node;
+      if (r.runbook_id.startsWith(SHIPPED_PREFIX) && mine) stored.set(r.runbook_id, r);
     }
     let written = 0;
     for (const f of found) {
@@ -248,7 +256,7 @@ export class Memory {
       if (old && old.title === f.title && old.body === f.body && old.source === f.source && old.tags.join('\n') === f.tags.join('\n')) continue;
       const now = Date.now();
       const runbook: Runbook = { runbook_id: f.runbook_id, title: f.title, tags: f.tags, body: f.body, bytes: Buffer.byteLength(f.body), user: null, source: f.source, createdAt: old?.createdAt ?? now, updatedAt: now };
-      await this.table('runbooks').put(runbook.runbook_id, { ...runbook, createdAt: new Date(runbook.createdAt), updatedAt: new Date(now) });
+      await this.table('runbooks').put(runbook.runbook_id, { ...runbook, node: this.node, createdAt: new Date(runbook.createdAt), updatedAt: new Date(now) });
       const { body: _body, ...rest } = runbook;
       this.seen('runbook', rest);
       written++;
@@ -340,6 +348,9 @@ export class Memory {
       const queue = (await table!.subscribe!({ isCollection: true, omitCurrent: true })) as { on(e: string, l: (event: { type?: string; id?: unknown; value?: unknown }) => void): unknown };
       queue.on('data', (event) => {
         const id = String(event.id);
+        // A shipped runbook written or removed (by any thread or node): the next sync reads the files again, so one
+        // removed by a node that no longer ships it comes back from a node that does.
+        if (kind === 'runbook' && id.startsWith(SHIPPED_PREFIX)) this.shippedSignature = undefined;
         if (event.type === 'delete' || !event.value) return this.gone(kind, id);
         if (kind === 'note') this.seen('note', toNote(event.value)!);
         else {
