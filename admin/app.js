@@ -326,6 +326,7 @@ async function showCalls(id) {
   const cached = t.cacheReadTokens ? ` · ${t.cacheReadTokens.toLocaleString('en-US')} read from the cache (${Math.round((t.cacheReadTokens / t.inputTokens) * 100)}%)` : '';
   $('calls-summary').textContent = `Model calls: ${t.requests} request${t.requests === 1 ? '' : 's'} · ${t.inputTokens.toLocaleString('en-US')} in / ${t.outputTokens.toLocaleString('en-US')} out tokens${cached} · ${usd(t.costUsd)}`;
   $('calls').hidden = false;
+  annotateSteps(answer.calls);
   $('calls').querySelector('tbody').replaceChildren(
     ...answer.calls.map((c) =>
       el(
@@ -345,6 +346,43 @@ async function showCalls(id) {
       )
     )
   );
+}
+
+/**
+ * Each model call beside the step it made: an assistant message (a turn) or a compaction record (its summary calls).
+ * A call's record is written when it ends, before its message is stored and after the message before it was: the
+ * last step of its kind with the message before it stored at or before the call, and itself at or after it.
+ */
+function annotateSteps(calls) {
+  const usage = new Map();
+  const messages = current.messages;
+  for (const c of calls) {
+    const kind = c.purpose === 'compaction' ? 'compaction' : 'assistant';
+    for (let i = messages.length - 1; i > 0; i--) {
+      const m = messages[i];
+      if (m?.role !== kind || !m.at || !messages[i - 1]?.at) continue;
+      if (messages[i - 1].at <= c.at && c.at <= m.at) {
+        const u = usage.get(i) ?? { requests: 0, input: 0, cached: 0, output: 0, cost: 0, priced: true, ms: 0 };
+        u.requests++;
+        u.input += c.inputTokens ?? 0;
+        u.cached += c.cacheReadTokens ?? 0;
+        u.output += c.outputTokens ?? 0;
+        u.ms += c.latencyMs;
+        if (c.costUsd === null) u.priced = false;
+        else u.cost += c.costUsd;
+        usage.set(i, u);
+        break;
+      }
+    }
+  }
+  for (const [index, u] of usage) {
+    const head = $('transcript').querySelector(`li[data-index="${index}"] .message-head`);
+    if (!head) continue;
+    head.querySelector('.usage')?.remove();
+    const cached = u.cached ? ` · ${Math.round((u.cached / u.input) * 100)}% cached` : '';
+    const text = `${u.input.toLocaleString('en-US')} in${cached} · ${u.output.toLocaleString('en-US')} out · ${u.priced ? usd(u.cost) : 'no price'}`;
+    head.querySelector('.bytes').before(el('span', { class: 'usage', title: `${u.requests} model request${u.requests === 1 ? '' : 's'}, ${u.ms} ms (list_agent_model_calls)` }, text));
+  }
 }
 
 function select(id) {

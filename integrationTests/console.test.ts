@@ -141,6 +141,27 @@ describe('the operator console (admin page) in headless Chromium', function () {
     });
   }
 
+  it("each model call's tokens, cache share and cost show beside the step it made, as the call log has them", async () => {
+    const { h, server } = suite;
+    const settings = providerSettings('openai', server);
+    expect((await h.setConfig({ ...settings, stream: false, prices: { [settings.model]: { inputPerMTokens: 3, outputPerMTokens: 15, cacheReadPerMTokens: 0.3 } } })).status).to.equal(200);
+    server.reset([{ toolCalls: [{ name: 'read_file', arguments: { root: 'logs', path: 'hdb.log' } }] }, { text: 'The log is fine.' }]);
+    server.caching = true;
+    const s = await h.prompt('what does hdb.log say?');
+    expect(s.messages.map((m: any) => m.role)).to.deep.equal(['user', 'assistant', 'tool', 'assistant']);
+    const calls = (await h.op({ operation: 'list_agent_model_calls', session_id: s.session_id })).body.calls;
+    expect(calls).to.have.length(2);
+    // The second request repeats the first's prefix: the provider read part of it from its cache.
+    expect(calls[1].cacheReadTokens).to.be.above(0);
+    const shown = (c: any) => `${c.inputTokens.toLocaleString('en-US')} in${c.cacheReadTokens ? ` · ${Math.round((c.cacheReadTokens / c.inputTokens) * 100)}% cached` : ''} · ${c.outputTokens} out · $${c.costUsd < 0.01 ? c.costUsd.toFixed(4) : c.costUsd.toFixed(2)}`;
+    await openAt(1360, `#session=${s.session_id}`);
+    await page.waitForFunction(() => document.querySelectorAll('#transcript .message-head .usage').length === 2);
+    const badges = await page.evaluate(() => [...document.querySelectorAll('#transcript > li')].map((li) => li.querySelector('.message-head .usage')?.textContent ?? null));
+    expect(badges).to.deep.equal([null, shown(calls[0]), null, shown(calls[1])]);
+    await page.screenshot({ path: path.join(OUTPUT, 'console-step-usage.png') });
+    await h.setConfig({ prices: null, stream: null });
+  });
+
   it('the settings panel shows status and warnings, changes maxTurns, and shows the 400 for a bad value', async () => {
     const { h } = suite;
     expect((await h.setConfig({ provider: 'openai', baseUrl: null, apiKey: null })).status).to.equal(200);
