@@ -172,8 +172,34 @@ function resultBody(m, result) {
   const { content, ...rest } = result;
   const out = [];
   if (typeof content === 'string') out.push(el('pre', { class: 'lines' }, content));
-  if (Object.keys(rest).length) out.push(el('pre', { class: 'json' }, JSON.stringify(rest, null, 2)));
+  if (Object.keys(rest).length) out.push(jsonTree(rest), el('details', { class: 'source' }, el('summary', {}, 'as JSON'), el('pre', { class: 'json' }, JSON.stringify(rest, null, 2))));
   return out;
+}
+
+/**
+ * A JSON value as a tree: its members shown, each object or array a line with its size that opens to its members
+ * (built when first opened, so a large result costs only what is looked at), each primitive a line of its own.
+ */
+function jsonTree(value) {
+  const tree = el('ul', { class: 'json-tree' });
+  tree.append(...members(value));
+  return tree;
+}
+
+function members(value) {
+  return Object.entries(value).map(([key, v]) => jsonNode(Array.isArray(value) ? `[${key}]` : key, v));
+}
+
+function jsonNode(key, value) {
+  if (value === null || typeof value !== 'object') {
+    const kind = value === null ? 'null' : typeof value;
+    return el('li', {}, el('span', { class: 'key' }, key), ': ', el('span', { class: `value ${kind}` }, JSON.stringify(value)));
+  }
+  const size = Array.isArray(value) ? `[${value.length}]` : `{${Object.keys(value).length}}`;
+  const children = el('ul');
+  const node = el('details', {}, el('summary', {}, el('span', { class: 'key' }, key), ' ', el('span', { class: 'size' }, size)), children);
+  node.addEventListener('toggle', () => node.open && !children.childElementCount && children.append(...members(value)));
+  return el('li', {}, node);
 }
 
 function messageItem(m) {

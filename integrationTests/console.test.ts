@@ -37,21 +37,21 @@ describe('the operator console (admin page) in headless Chromium', function () {
 
   /** A stored session of `count` messages (a prompt, then read_file calls and their pages, then an answer), written as
    * the store writes them, through Harper's insert operation. */
-  async function storedSession(count: number): Promise<string> {
+  async function storedSession(count: number, given?: Record<string, unknown>[]): Promise<string> {
     const id = `console-${Date.now()}`;
     const now = Date.now() - 60_000;
-    const messages: Record<string, unknown>[] = [{ role: 'user', content: 'read logs/big.log to its end' }];
-    for (let i = 0; messages.length < count - 1; i++) {
+    const messages: Record<string, unknown>[] = given ?? [{ role: 'user', content: 'read logs/big.log to its end' }];
+    for (let i = 0; !given && messages.length < count - 1; i++) {
       messages.push({ role: 'assistant', content: '', toolCalls: [{ id: `c${i}`, name: 'read_file', arguments: { root: 'logs', path: 'big.log', startLine: i * 40 + 1 } }] });
       const content = Array.from({ length: 40 }, (_, k) => `2026-12-07T00:00:${String(k).padStart(2, '0')}Z [http/1] [info]: line ${i * 40 + k + 1}`).join('\n') + '\n';
       messages.push({ role: 'tool', toolCallId: `c${i}`, name: 'read_file', content: JSON.stringify({ path: 'logs/big.log', startLine: i * 40 + 1, endLine: i * 40 + 40, nextLine: i * 40 + 41, nextOffset: (i + 1) * 2000, content }) });
     }
-    messages.push({ role: 'assistant', content: '## Done\n\nRead **all** of `logs/big.log`:\n\n- no errors\n- 5,960 lines' });
+    if (!given) messages.push({ role: 'assistant', content: '## Done\n\nRead **all** of `logs/big.log`:\n\n- no errors\n- 5,960 lines' });
     const records = messages.slice(0, count).map((m, seq) => ({ id: `${id}/${String(seq).padStart(8, '0')}/t`, session_id: id, seq, at: new Date(now + seq * 10), ...m }));
     const bytes = records.reduce((n, r) => n + Buffer.byteLength(JSON.stringify({ ...r, id: undefined, session_id: undefined, seq: undefined })), 0);
     expect((await suite.h.op({ operation: 'insert', database: 'agent', table: 'AgentMessage', records })).status).to.equal(200);
     const user = suite.h.harper.admin.username;
-    const row = { session_id: id, user, status: 'completed', provider: 'local', model: 'local-deterministic', title: 'read logs/big.log to its end', messageCount: records.length, bytes, createdAt: new Date(now), updatedAt: new Date(now + count * 10), pendingApprovals: [], node: null, runner: null, lastError: null, ownerRecent: `${user}\u001f${String(now + count * 10).padStart(15, '0')}\u001f${id}` };
+    const row = { session_id: id, user, status: 'completed', provider: 'local', model: 'local-deterministic', title: String(messages[0]!.content), messageCount: records.length, bytes, createdAt: new Date(now), updatedAt: new Date(now + count * 10), pendingApprovals: [], node: null, runner: null, lastError: null, ownerRecent: `${user}\u001f${String(now + count * 10).padStart(15, '0')}\u001f${id}` };
     expect((await suite.h.op({ operation: 'insert', database: 'agent', table: 'AgentSession', records: [row] })).status).to.equal(200);
     return id;
   }
@@ -104,7 +104,7 @@ describe('the operator console (admin page) in headless Chromium', function () {
     const step = page.locator('#transcript > li.tool').first();
     expect(await step.locator('.step').textContent()).to.equal('logs/big.log · lines 1–40 · next 41 @2000');
     expect(await step.locator('pre.lines').isVisible()).to.equal(false);
-    await step.locator('summary').click();
+    await step.locator('details.result > summary').click();
     expect(await step.locator('pre.lines').isVisible()).to.equal(true);
     expect((await step.locator('pre.lines').textContent())!.split('\n')[0]).to.equal('2026-12-07T00:00:00Z [http/1] [info]: line 1');
     await page.screenshot({ path: path.join(OUTPUT, 'console-session-300.png') });
@@ -140,6 +140,39 @@ describe('the operator console (admin page) in headless Chromium', function () {
       server.streamHolds = [];
     });
   }
+
+  it('a JSON result opens as a tree: each object or array a line with its size that opens on a click, each value typed; the JSON text beside it', async () => {
+    const result = { cluster: { nodes: [{ name: 'a', status: 'open' }, { name: 'b', status: 'closed', lagMs: 1200 }] }, count: 2, ok: true, note: null };
+    const id = await storedSession(4, [
+      { role: 'user', content: 'how is replication?' },
+      { role: 'assistant', content: '', toolCalls: [{ id: 'c0', name: 'cluster_status', arguments: {} }] },
+      { role: 'tool', toolCallId: 'c0', name: 'cluster_status', content: JSON.stringify(result) },
+      { role: 'assistant', content: 'Node b is closed.' },
+    ]);
+    await openAt(1360, `#session=${id}`);
+    const step = page.locator('#transcript > li.tool');
+    await step.locator('details.result > summary').click();
+    // The lines of one level of the tree: an object or array as its key and size, a value as key: JSON.
+    // A level is built when its line opens (the toggle event, a task after the click): waited for.
+    const level = async (selector: string) => {
+      await page.waitForFunction((sel) => (document.querySelector(sel)?.childElementCount ?? 0) > 0, selector);
+      return page.evaluate((sel) => [...document.querySelector(sel)!.children].map((li) => (li.querySelector(':scope > details > summary') ?? li).textContent), selector);
+    };
+    expect(await level('#transcript > li.tool ul.json-tree')).to.deep.equal(['cluster {1}', 'count: 2', 'ok: true', 'note: null']);
+    expect(await page.locator('#transcript > li.tool ul.json-tree .value.boolean').textContent()).to.equal('true');
+    await step.locator('ul.json-tree > li > details > summary').first().click();
+    expect(await level('#transcript > li.tool ul.json-tree > li > details > ul')).to.deep.equal(['nodes [2]']);
+    await step.locator('ul.json-tree summary', { hasText: 'nodes' }).click();
+    await step.locator('ul.json-tree summary', { hasText: '[1]' }).click();
+    const second = 'ul.json-tree > li > details > ul > li > details > ul > li:nth-child(2) > details > ul';
+    expect(await level(`#transcript > li.tool ${second}`)).to.deep.equal(['name: "b"', 'status: "closed"', 'lagMs: 1200']);
+    // The first node was never opened: its members were never built.
+    expect(await page.locator('#transcript > li.tool ul.json-tree > li > details > ul > li > details > ul > li:nth-child(1) > details > ul > li').count()).to.equal(0);
+    await step.locator('details.source > summary', { hasText: 'as JSON' }).click();
+    expect(JSON.parse((await step.locator('details.source pre.json').textContent())!)).to.deep.equal(result);
+    await page.screenshot({ path: path.join(OUTPUT, 'console-json-tree.png') });
+    await suite.h.op({ operation: 'delete_agent_session', session_id: id });
+  });
 
   it("each model call's tokens, cache share and cost show beside the step it made, as the call log has them", async () => {
     const { h, server } = suite;
