@@ -110,15 +110,32 @@ export function createOperations(deps: OperationsDeps): Record<string, Operation
   /**
    * A log's records as its list operation answers them: one session's, oldest first, the newest `limit` of them (404
    * when the user cannot see it; `whole` has them all); or a page of every session's the user sees, newest first from
-   * the `at` index (someone else's left out of the page; the cursor still walks the whole log).
+   * the `at` index. For a user who sees only their own, the log is read on past others' records until the page is full,
+   * up to LOG_SCAN_PAGES raw pages a request: a page comes back short only then, its cursor where the reading stopped.
    */
   const readLog = async <T extends LogRecord>(log: RecordLog<T> | undefined, input: Record<string, unknown>, user: User): Promise<{ records: T[]; whole: T[]; nextCursor?: string | null }> => {
     const id = input.session_id as string | undefined;
     const limit = (input.limit as number | undefined) ?? 1000;
     if (id === undefined) {
-      const page = (await log?.page(limit, readCursor(input.cursor))) ?? { calls: [], next: null };
-      const records = await ownedOnly(user, page.calls);
-      return { records, whole: records, nextCursor: page.next ? cursorOf(page.next.at, page.next.id) : null };
+      const records: T[] = [];
+      let cursor = readCursor(input.cursor);
+      let next: { at: number; id: string } | null = null;
+      for (let read = 0; log && read < LOG_SCAN_PAGES; read++) {
+        const page = await log.page(limit, cursor);
+        const seen = await ownedOnly(user, page.calls);
+        const room = limit - records.length;
+        records.push(...seen.slice(0, room));
+        // Full: the next page starts after the last one kept (records read past it are read again then).
+        if (seen.length >= room) {
+          const last = records.at(-1)!;
+          next = seen.length > room || page.next ? { at: last.at, id: last.id } : null;
+          break;
+        }
+        next = page.next;
+        if (!next) break;
+        cursor = next;
+      }
+      return { records, whole: records, nextCursor: next ? cursorOf(next.at, next.id) : null };
     }
     if (input.cursor !== undefined) throw new HttpError(400, 'cursor pages the log of every session; a session_id answers its records whole');
     await mustGetHeader(user, id);
@@ -132,6 +149,9 @@ export function createOperations(deps: OperationsDeps): Record<string, Operation
     for (const r of records) if (!owners.has(r.session_id)) owners.set(r.session_id, (await store.header(r.session_id))?.user);
     return records.filter((r) => { const owner = owners.get(r.session_id); return owner !== undefined && sees(user, owner); });
   };
+
+  /** The raw pages one list request reads at most for a user who sees only their own records. */
+  const LOG_SCAN_PAGES = 20;
 
   const operations: Record<string, Operation> = {
     agent_prompt: {

@@ -1,4 +1,5 @@
 // A team uses the agent (agent/access.ts): who may use it, whose sessions each user sees, the file scopes a role opens.
+import { ModelCallLog } from '../agent/modelCalls.js';
 import { expect } from 'chai';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -112,5 +113,28 @@ describe('sessions are their owner\'s', () => {
     expect(await status(ops.get_agent_session!.handle({ session_id: id }, admin))).to.equal(200);
     // The agent's own config stays a super_user's.
     expect(await status(ops.get_agent_config!.handle({}, ana))).to.equal(403);
+  });
+
+  it("a page of every session's model calls is full for a user who sees only their own: the log is read on past others' records", async () => {
+    const h = harness([text('for ana'), text('for ben')]);
+    h.deps.calls = new ModelCallLog();
+    const ops = team(h);
+    const mine = (await ops.agent_prompt.handle({ message: 'hello' }, ana)) as { session_id: string };
+    await activeRun(mine.session_id)?.done;
+    const theirs = (await ops.agent_prompt.handle({ message: 'hello' }, ben)) as { session_id: string };
+    await activeRun(theirs.session_id)?.done;
+    // Thirty calls, newest first: ana's one in three, so a raw page of 4 holds one or two of hers.
+    const record = (session_id: string, at: number) => ({ id: `${session_id}-${at}`, session_id, at, node: null, provider: 'p', host: 'h', model: 'm', requestBytes: 1, status: 200, inputTokens: 1, outputTokens: 1, cacheReadTokens: null, cacheWriteTokens: null, latencyMs: 1, errorClass: null, costUsd: 0, tokensEstimated: false, streamed: false, purpose: 'turn' as const });
+    await h.deps.calls!.record(Array.from({ length: 30 }, (_, i) => record(i % 3 === 0 ? mine.session_id : theirs.session_id, 1000 + i)));
+    const pages: number[][] = [];
+    let cursor: string | undefined;
+    do {
+      const page = (await ops.list_agent_model_calls!.handle({ limit: 4, ...(cursor ? { cursor } : {}) }, ana)) as { calls: { session_id: string; at: number }[]; nextCursor: string | null };
+      expect(page.calls.every((c) => c.session_id === mine.session_id)).to.equal(true);
+      pages.push(page.calls.map((c) => c.at));
+      cursor = page.nextCursor ?? undefined;
+    } while (cursor);
+    // Ana's ten, newest first, in full pages of 4 (the last holds what is left), each once.
+    expect(pages).to.deep.equal([[1027, 1024, 1021, 1018], [1015, 1012, 1009, 1006], [1003, 1000]]);
   });
 });
