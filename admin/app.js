@@ -100,7 +100,9 @@ function sessionChanged(s) {
   }
   sessions.set(s.session_id, { ...s, costUsd: known?.costUsd ?? null });
   renderSessions();
-  if (s.status !== 'running' && known?.status === 'running') {
+  // What a run spent, once it stopped: also for one first seen already stopped (a fast run's writes can reach the
+  // page as one change, never as running).
+  if (s.status !== 'running' && (known?.status === 'running' || known?.costUsd == null)) {
     operation({ operation: 'list_agent_model_calls', session_id: s.session_id }).then(
       (calls) => {
         const row = sessions.get(s.session_id);
