@@ -269,8 +269,9 @@ export class Memory {
   }
 
   async listRunbooks(): Promise<Omit<Runbook, 'body'>[]> {
-    // What the operator reads is what the files say now, not at the last timed sync.
-    await this.refreshShipped();
+    // What the operator reads is what the files say now, not at the last timed sync (a sync that fails leaves the list
+    // as stored: worker 0's timed sync logs why).
+    await this.refreshShipped().catch(() => undefined);
     const out: Omit<Runbook, 'body'>[] = [];
     for await (const row of this.table('runbooks').search({ conditions: [] })) {
       const { body: _body, ...rest } = toRunbook(row)!;
