@@ -551,4 +551,31 @@ describe('deployed with deploy_component on a two-node Harper cluster', function
     expect(keys).to.include.members(['apiKey', 'maxToolResultBytes', 'maxTurns', 'provider']);
     expect(rows.body.find((r: any) => r.key === 'maxTurns')).to.deep.equal({ key: 'maxTurns', value: 77 });
   });
+  // Last: it stops B for good (the cluster is stopped after it).
+  it("a cluster watch on A fires when B goes down: one run whose prompt names B's connection, and no second one during its cool-down", async () => {
+    const watch = (await a.h.op({ operation: 'create_agent_watch', name: 'replication-down', trigger: { type: 'cluster', forSeconds: 1 }, prompt: 'Which node is down, and since when?', limits: { runsPerHour: 10, coolDownSeconds: 600 } })).body;
+    expect(watch.node).to.equal(a.name);
+    const runs = async () => ((await a.h.op({ operation: 'list_agent_sessions', limit: 1000 })).body.sessions as any[]).filter((x) => x.session_id.startsWith(`watch-${watch.watch_id}-`));
+    // B up and replicating: the trigger does not hold (a socket Harper left down after B's last restart is brought back
+    // first, or the watch would fire for that).
+    await ensureReplicating(b, nodes, () => agentSocketUp(b, nodes));
+    await new Promise((r) => setTimeout(r, 3000));
+    expect(await runs()).to.deep.equal([]);
+    await b.h.stop('SIGTERM', true);
+    const [run] = await eventually(async () => {
+      const found = await runs();
+      expect(found).to.have.length(1);
+      return found;
+    }, 30_000);
+    const s = await eventually(async () => {
+      const got = await session(a, run.session_id);
+      expect(got.status).to.equal('completed');
+      return got;
+    }, 30_000);
+    // The run's prompt starts where the trouble is: the connection that is down, by name.
+    expect(s.messages[0].content).to.contain('Which node is down, and since when?').and.match(new RegExp(`database connection\\(s\\) down for \\d+ s: [^\\n]*${b.name.replace(/\./g, '\\.')}`));
+    await new Promise((r) => setTimeout(r, 3000));
+    expect(await runs()).to.have.length(1);
+    expect((await a.h.op({ operation: 'get_agent_watch', watch_id: watch.watch_id })).body.fired).to.equal(1);
+  });
 });
