@@ -244,7 +244,8 @@ export class Memory {
   async syncShipped(found: readonly ShippedRunbook[], components: readonly string[]): Promise<{ written: number; removed: number }> {
     const here = new Set(components);
     const stored = new Map<string, Runbook>();
-    for await (const row of this.table('runbooks').search({ conditions: [] })) {
+    // The shipped ones only (a range of the primary key): runbooks added by operation are never read here.
+    for await (const row of this.table('runbooks').search({ conditions: [{ attribute: 'runbook_id', comparator: 'starts_with', value: SHIPPED_PREFIX }] })) {
       const r = toRunbook(row)!;
       const mine = here.has((r.source ?? '').split('/')[0]!) || (row as { node?: string | null }).node === this.node;
       if (r.runbook_id.startsWith(SHIPPED_PREFIX) && mine) stored.set(r.runbook_id, r);
