@@ -553,12 +553,16 @@ describe('deployed with deploy_component on a two-node Harper cluster', function
   });
   // Last: it stops B for good (the cluster is stopped after it).
   it("a cluster watch on A fires when B goes down: one run whose prompt names B's connection, and no second one during its cool-down", async () => {
-    const watch = (await a.h.op({ operation: 'create_agent_watch', name: 'replication-down', trigger: { type: 'cluster', forSeconds: 1 }, prompt: 'Which node is down, and since when?', limits: { runsPerHour: 10, coolDownSeconds: 600 } })).body;
+    // A's own view of its connections to B (the watch reads the same cluster_status): every socket up first, so the
+    // watch cannot fire for a socket Harper left down after B's last restart.
+    const downOnA = async () => ((await a.h.op({ operation: 'cluster_status' })).body.connections as any[]).flatMap((c) => (c.database_sockets ?? []).filter((d: any) => d.connected !== true).map((d: any) => `${c.name}/${d.database}`));
+    await eventually(async () => expect(await downOnA()).to.deep.equal([]), 30_000).catch(async (error) => {
+      throw withStatus(error, await clusterStatus(nodes));
+    });
+    // Held for 2 s before it counts: a socket that drops and reconnects at once does not fire it.
+    const watch = (await a.h.op({ operation: 'create_agent_watch', name: 'replication-down', trigger: { type: 'cluster', forSeconds: 2 }, prompt: 'Which node is down, and since when?', limits: { runsPerHour: 10, coolDownSeconds: 600 } })).body;
     expect(watch.node).to.equal(a.name);
     const runs = async () => ((await a.h.op({ operation: 'list_agent_sessions', limit: 1000 })).body.sessions as any[]).filter((x) => x.session_id.startsWith(`watch-${watch.watch_id}-`));
-    // B up and replicating: the trigger does not hold (a socket Harper left down after B's last restart is brought back
-    // first, or the watch would fire for that).
-    await ensureReplicating(b, nodes, () => agentSocketUp(b, nodes));
     await new Promise((r) => setTimeout(r, 3000));
     expect(await runs()).to.deep.equal([]);
     await b.h.stop('SIGTERM', true);
@@ -566,7 +570,9 @@ describe('deployed with deploy_component on a two-node Harper cluster', function
       const found = await runs();
       expect(found).to.have.length(1);
       return found;
-    }, 30_000);
+    }, 30_000).catch(async (error) => {
+      throw new Error(`${error.message}; A sees down: ${JSON.stringify(await downOnA())}; the watch: ${JSON.stringify((await a.h.op({ operation: 'get_agent_watch', watch_id: watch.watch_id })).body)}`);
+    });
     const s = await eventually(async () => {
       const got = await session(a, run.session_id);
       expect(got.status).to.equal('completed');
