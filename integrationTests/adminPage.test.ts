@@ -65,6 +65,9 @@ describe('the admin page in headless Chromium', function () {
     expect(await shownMessages()).to.deep.equal(row.messages.map((m: any) => [['message', m.role, m.cut ? `cut-${m.cut}` : ''].filter(Boolean).join(' '), fmt(messageBytes(m))]));
     expect(await page.locator('#transcript > li').last().locator('pre').textContent()).to.equal(row.messages.at(-1).content);
     expect(await page.locator('#session-meta').textContent()).to.equal(`local / local-deterministic · ${row.messages.length} messages · ${fmt(s.bytes)}`);
+    // The list is kept by its own feed, apart from the transcript's: the row, with its cost (fetched once the run
+    // stopped), comes when it comes.
+    await page.waitForFunction((sid) => !!document.querySelector(`#sessions tr[data-id="${sid}"] td.cost`)?.textContent, id);
     const listed = page.locator(`#sessions tr[data-id="${id}"] td`);
     const cells = await listed.allTextContents();
     expect([cells[0], cells[1], cells[2], cells[3], cells[4], cells[6]]).to.deep.equal([`summarize logs/page.log${id.slice(0, 8)}`, suite.h.harper.admin.username, 'completed', String(row.messages.length), '$0.0000', '']);
