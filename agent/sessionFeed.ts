@@ -106,14 +106,20 @@ export const LIVE_TEXT_EVERY_MS = 100;
 
 /**
  * Publishes one model call's stream to its session's followers through `publish` (Harper's table publish, which
- * reaches subscribers on every worker thread): text gathered for up to LIVE_TEXT_EVERY_MS, a tool call at once (after
- * the text before it), then the end. Nothing of it is stored in the transcript.
+ * reaches subscribers on every worker thread). Nothing goes out during the call's first LIVE_TEXT_EVERY_MS: a call
+ * that is over by then has its message stored at once, so followers lose nothing, and each publish is a write (under
+ * load, most of a fast provider's calls end inside it). From then on: text gathered for up to LIVE_TEXT_EVERY_MS, a
+ * tool call at once (after the text before it), then the end. Nothing of it is stored in the transcript.
  */
 export class LiveWriter {
   private pending = '';
+  /** Tool calls that came during the first window, with how much of `pending` came before each. */
+  private held: { at: number; call: ToolCall }[] = [];
   /** Text already published for this call. */
   private sent = 0;
   private timer: NodeJS.Timeout | undefined;
+  /** The first window is over: pieces go out as they come. */
+  private live = false;
   private closed = false;
 
   constructor(
@@ -124,14 +130,37 @@ export class LiveWriter {
 
   readonly onEvent = (event: StreamEvent): void => {
     if (this.closed) return;
+    if (!this.live) {
+      if (event.type === 'text') this.pending += event.text;
+      else this.held.push({ at: this.pending.length, call: event.call });
+      this.timer ??= setTimeout(() => this.goLive(), LIVE_TEXT_EVERY_MS);
+      return;
+    }
     if (event.type === 'text') {
       this.pending += event.text;
       this.timer ??= setTimeout(() => this.flush(), LIVE_TEXT_EVERY_MS);
       return;
     }
     this.flush();
-    this.send({ kind: 'toolCall', call: this.call, index: this.index, toolCall: event.call });
+    this.toolCall(event.call);
   };
+
+  /** The first window is over: what it gathered goes out in the order it came. */
+  private goLive(): void {
+    this.timer = undefined;
+    this.live = true;
+    const text = this.pending;
+    let from = 0;
+    for (const { at, call } of this.held) {
+      this.pending = text.slice(from, at);
+      this.flush();
+      from = at;
+      this.toolCall(call);
+    }
+    this.held = [];
+    this.pending = text.slice(from);
+    this.flush();
+  }
 
   private flush(): void {
     clearTimeout(this.timer);
@@ -143,6 +172,10 @@ export class LiveWriter {
     this.sent += text.length;
   }
 
+  private toolCall(call: ToolCall): void {
+    this.send({ kind: 'toolCall', call: this.call, index: this.index, toolCall: call });
+  }
+
   private send(event: LiveEvent): void {
     try {
       this.publish(event);
@@ -151,16 +184,18 @@ export class LiveWriter {
     }
   }
 
-  /** The call is over: a failed one's gathered text is dropped, a finished one's is sent before the end. A call that
-   * finished without text sends no end (each publish is a write, and followers use the end to close a call's text or
-   * to mark it failed; a failed call's end always goes). */
+  /** The call is over. Inside the first window nothing was published, and nothing is: the stored message (or, for a
+   * failed call, nothing) is what followers see. Later, a failed call's gathered text is dropped and it ends failed; a
+   * finished one's text is sent before the end, and one that published no text sends no end (followers use the end to
+   * close a call's text or to mark it failed). */
   close(failed: boolean): void {
     if (this.closed) return;
-    if (failed) {
-      clearTimeout(this.timer);
-      this.pending = '';
-    } else this.flush();
     this.closed = true;
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    if (!this.live) return;
+    if (failed) this.pending = '';
+    else this.flush();
     if (!failed && this.sent === 0) return;
     this.send({ kind: 'end', call: this.call, index: this.index, failed });
   }

@@ -140,55 +140,90 @@ describe('errors met in a stream', () => {
 });
 
 describe('the live writer', () => {
-  it('gathers text for up to 100 ms, each piece with how much text came before it; sends a tool call at once after the text before it, then the end', async () => {
+  const call = (id: string, path: string) => ({ id, name: 'read_file', arguments: { path } });
+  const windowOver = () => new Promise((r) => setTimeout(r, LIVE_TEXT_EVERY_MS + 30));
+
+  it('holds the first window, then sends what it gathered in order (text, the tool call, the text after it), each piece with how much text came before it', async () => {
     const sent: LiveEvent[] = [];
     const w = new LiveWriter((e) => sent.push(e), 'c1', 3);
     w.onEvent({ type: 'text', text: 'The ' });
+    w.onEvent({ type: 'toolCall', call: call('t0', 'a') });
     w.onEvent({ type: 'text', text: 'log ' });
     expect(sent).to.deep.equal([]);
-    await new Promise((r) => setTimeout(r, LIVE_TEXT_EVERY_MS + 30));
-    expect(sent).to.deep.equal([{ kind: 'text', call: 'c1', index: 3, at: 0, text: 'The log ' }]);
+    await windowOver();
+    expect(sent).to.deep.equal([
+      { kind: 'text', call: 'c1', index: 3, at: 0, text: 'The ' },
+      { kind: 'toolCall', call: 'c1', index: 3, toolCall: call('t0', 'a') },
+      { kind: 'text', call: 'c1', index: 3, at: 4, text: 'log ' },
+    ]);
+  });
+
+  it('after the first window: text gathered for up to 100 ms, a tool call at once after the text before it, then the end; nothing after close', async () => {
+    const sent: LiveEvent[] = [];
+    const w = new LiveWriter((e) => sent.push(e), 'c1', 3);
+    w.onEvent({ type: 'text', text: 'The log ' });
+    await windowOver();
     w.onEvent({ type: 'text', text: 'has' });
-    w.onEvent({ type: 'toolCall', call: { id: 't1', name: 'read_file', arguments: { path: 'x' } } });
+    w.onEvent({ type: 'text', text: ' two' });
+    expect(sent).to.have.length(1);
+    await windowOver();
+    w.onEvent({ type: 'text', text: ' parts' });
+    w.onEvent({ type: 'toolCall', call: call('t1', 'x') });
     w.close(false);
     w.onEvent({ type: 'text', text: 'late' });
-    expect(sent.slice(1)).to.deep.equal([
-      { kind: 'text', call: 'c1', index: 3, at: 8, text: 'has' },
-      { kind: 'toolCall', call: 'c1', index: 3, toolCall: { id: 't1', name: 'read_file', arguments: { path: 'x' } } },
+    expect(sent).to.deep.equal([
+      { kind: 'text', call: 'c1', index: 3, at: 0, text: 'The log ' },
+      { kind: 'text', call: 'c1', index: 3, at: 8, text: 'has two' },
+      { kind: 'text', call: 'c1', index: 3, at: 15, text: ' parts' },
+      { kind: 'toolCall', call: 'c1', index: 3, toolCall: call('t1', 'x') },
       { kind: 'end', call: 'c1', index: 3, failed: false },
     ]);
   });
 
-  it('a failed call drops the text it had gathered and ends failed; a publish that throws does not reach the run', () => {
+  it('a call over inside its first window publishes nothing, finished or failed, and nothing later', async () => {
     const sent: LiveEvent[] = [];
     const w = new LiveWriter((e) => sent.push(e), 'c2', 1);
-    w.onEvent({ type: 'text', text: 'partial' });
-    w.close(true);
-    expect(sent).to.deep.equal([{ kind: 'end', call: 'c2', index: 1, failed: true }]);
-    const broken = new LiveWriter(() => {
-      throw new Error('no table');
-    }, 'c3', 0);
-    broken.onEvent({ type: 'toolCall', call: { id: 'x', name: 'y', arguments: {} } });
-    broken.close(false);
+    w.onEvent({ type: 'text', text: 'Hello' });
+    w.onEvent({ type: 'toolCall', call: call('t2', 'x') });
+    w.close(false);
+    const failed = new LiveWriter((e) => sent.push(e), 'c3', 1);
+    failed.onEvent({ type: 'text', text: 'partial' });
+    failed.close(true);
+    await windowOver();
+    expect(sent).to.deep.equal([]);
   });
 
-  it('a call that finished with tool calls and no text sends no end (a publish is a write); one that failed does', () => {
+  it('later, a failed call drops the text it had gathered and ends failed; a finished one without text sends no end; a publish that throws does not reach the run', async () => {
     const sent: LiveEvent[] = [];
-    const w = new LiveWriter((e) => sent.push(e), 'c4', 5);
-    w.onEvent({ type: 'toolCall', call: { id: 't2', name: 'read_file', arguments: { path: 'x' } } });
-    w.close(false);
-    expect(sent).to.deep.equal([{ kind: 'toolCall', call: 'c4', index: 5, toolCall: { id: 't2', name: 'read_file', arguments: { path: 'x' } } }]);
-    const failed = new LiveWriter((e) => sent.push(e), 'c5', 7);
-    failed.onEvent({ type: 'toolCall', call: { id: 't3', name: 'read_file', arguments: { path: 'y' } } });
-    failed.close(true);
-    expect(sent.slice(1).map((e) => e.kind)).to.deep.equal(['toolCall', 'end']);
+    const w = new LiveWriter((e) => sent.push(e), 'c4', 1);
+    w.onEvent({ type: 'text', text: 'shown' });
+    await windowOver();
+    w.onEvent({ type: 'text', text: ' not shown' });
+    w.close(true);
+    expect(sent).to.deep.equal([
+      { kind: 'text', call: 'c4', index: 1, at: 0, text: 'shown' },
+      { kind: 'end', call: 'c4', index: 1, failed: true },
+    ]);
+    const calls = new LiveWriter((e) => sent.push(e), 'c5', 5);
+    calls.onEvent({ type: 'toolCall', call: call('t3', 'y') });
+    await windowOver();
+    calls.close(false);
+    expect(sent.slice(2)).to.deep.equal([{ kind: 'toolCall', call: 'c5', index: 5, toolCall: call('t3', 'y') }]);
+    const broken = new LiveWriter(() => {
+      throw new Error('no table');
+    }, 'c6', 0);
+    broken.onEvent({ type: 'toolCall', call: call('x', 'z') });
+    await windowOver();
+    broken.close(false);
   });
 });
 
 // ------------------------------------------------------------------------------------------------------------
 // Through the loop: a backend that sends "requests" through the meter it is given, as the real backends do.
 
-type MeteredStep = { out: GenerateOutput; bytes?: number; status?: number; stream?: string[] } | { fail: Error; status?: number; stream?: string[] };
+// `pauseMs`: how long the stream takes after its first piece (a call over within the live writer's first window
+// publishes nothing).
+type MeteredStep = { out: GenerateOutput; bytes?: number; status?: number; stream?: string[]; pauseMs?: number } | { fail: Error; status?: number; stream?: string[]; pauseMs?: number };
 
 function meteredHarness(steps: MeteredStep[], config: Parameters<typeof harness>[1] = {}) {
   const h = harness([], { provider: 'metered', model: 'm1', ...config });
@@ -207,7 +242,10 @@ function meteredHarness(steps: MeteredStep[], config: Parameters<typeof harness>
         if (!step) throw new Error('script exhausted');
         const done = options.meter!.begin('https://models.example:8443/v1/generate', 'bytes' in step && step.bytes ? step.bytes : 1000);
         done('status' in step && step.status !== undefined ? step.status : 'fail' in step ? 400 : 200);
-        for (const t of step.stream ?? []) onEvent?.({ type: 'text', text: t });
+        for (const [i, t] of (step.stream ?? []).entries()) {
+          onEvent?.({ type: 'text', text: t });
+          if (i === 0 && step.pauseMs) await new Promise((r) => setTimeout(r, step.pauseMs));
+        }
         if ('fail' in step) throw step.fail;
         return step.out;
       },
@@ -290,15 +328,16 @@ describe('the loop records model calls and keeps to the spending limits', () => 
   it('streams to followers and stores only the finished message; a call that fails mid-stream stores nothing of its text and is logged with its class', async () => {
     const fail = classifyProviderError('metered', { type: 'overloaded_error', message: 'Overloaded', inStream: true });
     const { h, live } = meteredHarness([
-      { out: text('Hello there'), stream: ['Hello ', 'there'] },
-      { fail, stream: ['Half an ans'] },
+      { out: text('Hello there'), stream: ['Hello ', 'there'], pauseMs: LIVE_TEXT_EVERY_MS + 30 },
+      { fail, stream: ['Half an ans'], pauseMs: LIVE_TEXT_EVERY_MS + 30 },
     ]);
     const s = await prompt(h, 'hi');
     await new Promise((r) => setTimeout(r, LIVE_TEXT_EVERY_MS + 30));
     expect(s.messages.map((m) => m.content)).to.deep.equal(['hi', 'Hello there']);
     const shown = live.filter(([id]) => id === s.session_id).map(([, e]) => e);
     expect(shown.map((e) => ({ ...e, call: '' }))).to.deep.equal([
-      { kind: 'text', call: '', index: 1, at: 0, text: 'Hello there' },
+      { kind: 'text', call: '', index: 1, at: 0, text: 'Hello ' },
+      { kind: 'text', call: '', index: 1, at: 6, text: 'there' },
       { kind: 'end', call: '', index: 1, failed: false },
     ]);
     const again = await prompt(h, 'more', s.session_id);
