@@ -19,7 +19,7 @@ import { capObservation, invokeTool } from './observation.js';
 import { launch, type ActiveRun } from './runs.js';
 import { RunSupersededError, type RunGuard, type SessionHeader } from './session.js';
 import { isDestructive, ToolError, type ToolContext } from './tools/types.js';
-import { appendToRun, compact, generateTurn, sizesFor } from './turn.js';
+import { compact, generateTurn, sizesFor } from './turn.js';
 import { callsThisTurn, repeatNotice, repeats, REPEAT_NOTICE, REPEAT_STOP } from './repeats.js';
 import { totals, usd } from './modelCalls.js';
 
@@ -128,6 +128,9 @@ async function runCompaction(deps: LoopDeps, id: string, guard: RunGuard, signal
   }
 }
 
+/** How long a tool may run before the call it answers is stored on its own (see `hold` in runSession). */
+export const SLOW_TOOL_MS = 250;
+
 /** The budget an on-demand compaction sizes its summary for when no window is known. */
 export const ON_DEMAND_BUDGET_TOKENS = 32_000;
 
@@ -164,6 +167,31 @@ async function runSession(deps: LoopDeps, id: string, guard: RunGuard, signal: A
         }
       };
     }
+    // The assistant message whose tool calls run is held, not written: it is stored with its first result, one write
+    // a tool turn. A tool that may change something, or one still running after SLOW_TOOL_MS, has it stored first, so
+    // followers and the record show the call before its effect; a pause for approval stores it with the pause.
+    let held: StoredMessage[] = [];
+    const hold = (message: StoredMessage) => {
+      session.messages.push(message);
+      held.push(message);
+    };
+    const takeHeld = () => held.splice(0);
+    const write = async (messages: StoredMessage[]) => {
+      const all = [...takeHeld(), ...messages];
+      session.messages.push(...messages);
+      if (all.length) await deps.store.append(id, all, guard);
+    };
+    const invokeHeld = async (call: ToolCall) => {
+      if (held.length && isDestructive(deps.tools.get(call.name), call.arguments)) await write([]);
+      let early: Promise<void> | undefined;
+      const slow = held.length ? setTimeout(() => (early = write([])), SLOW_TOOL_MS) : undefined;
+      try {
+        return await invokeTool(deps.tools, call, ctx);
+      } finally {
+        clearTimeout(slow);
+        await early;
+      }
+    };
     for (;;) {
       if (signal.aborted) return;
       const pending = unansweredToolCalls(session.messages);
@@ -194,6 +222,7 @@ async function runSession(deps: LoopDeps, id: string, guard: RunGuard, signal: A
                 s.status = 'awaiting_approval';
                 s.runner = null;
                 s.pendingApprovals = [{ approval_id: randomUUID(), toolCallId: call.id, name: call.name, arguments: call.arguments, createdAt: Date.now() }];
+                return takeHeld();
               },
               guard
             );
@@ -202,11 +231,11 @@ async function runSession(deps: LoopDeps, id: string, guard: RunGuard, signal: A
           } else {
             const times = repeats(callsThisTurn(session.messages, call));
             if (times >= REPEAT_STOP) throw new RunError(await repeatStopMessage(deps, session, call, times));
-            observation = await invokeTool(deps.tools, call, ctx);
+            observation = await invokeHeld(call);
             if (times === REPEAT_NOTICE) observation = withNotice(observation, repeatNotice(call, times), ctx.maxResultBytes);
           }
           if (signal.aborted) return;
-          await appendToRun(deps, session, [observation], guard);
+          await write([observation]);
           // Not waited for: the audit record is queued before the run's next write (agent/recordLog.ts).
           void audit(call, decision, observation);
         }
@@ -226,8 +255,10 @@ async function runSession(deps: LoopDeps, id: string, guard: RunGuard, signal: A
       if (out.toolCalls.length === 0) {
         if (signal.aborted) return;
         // Two threads that accepted a prompt at once both keep theirs; the run that owns the session answers again
-        // if a prompt landed after the transcript it sent.
-        if (userMessages(((await deps.store.get(id))!).messages) > userMessages(sent.messages)) {
+        // if a prompt landed after the transcript it sent. The row's count says whether anything did; only then is the
+        // transcript read.
+        const stored = (await deps.store.header(id))?.messageCount ?? 0;
+        if (stored > sent.messages.length && userMessages(((await deps.store.get(id))!).messages) > userMessages(sent.messages)) {
           await deps.store.append(id, [message], guard);
           session = (await deps.store.get(id))!;
           continue;
@@ -245,7 +276,7 @@ async function runSession(deps: LoopDeps, id: string, guard: RunGuard, signal: A
         );
         return;
       }
-      await appendToRun(deps, session, [message], guard);
+      hold(message);
     }
   } catch (error) {
     if (error instanceof RunSupersededError || isAbortError(error, signal)) return;

@@ -170,26 +170,30 @@ export function createOperations(deps: OperationsDeps): Record<string, Operation
           const existing = await mustGetHeader(user, input.session_id as string);
           if (ownedElsewhere(existing)) return deps.cluster!.forward(existing.node!, input, via);
         }
-        const id = (input.session_id as string | undefined) ?? (await store.create({ user: user.username ?? null, provider: config.provider, model: config.model ?? registration.defaultModel })).session_id;
         const runner = newRunner(node);
         const prompt = await promptWithRecall(deps, message);
-        const session = await store
-          .mutate(id, (s) => {
-            if (s.status === 'running' || s.status === 'awaiting_approval') {
-              throw new HttpError(409, `session ${id} is ${s.status}${s.node && s.node !== node ? ` on node ${s.node}` : ''}: wait for it to finish${s.status === 'awaiting_approval' ? ', answer its approval' : ''} or cancel it with cancel_agent_run`);
-            }
-            s.status = 'running';
-            s.lastError = null;
-            s.runner = runner;
-            s.node ??= node;
-            s.provider = config.provider;
-            s.model = config.model ?? registration.defaultModel;
-            return [prompt];
-          })
-          .catch((error) => {
-            if (error instanceof SessionNotFoundError) throw new HttpError(404, error.message);
-            throw error;
-          });
+        const model = config.model ?? registration.defaultModel;
+        const accept = (s: SessionHeader) => {
+          if (s.status === 'running' || s.status === 'awaiting_approval') {
+            throw new HttpError(409, `session ${s.session_id} is ${s.status}${s.node && s.node !== node ? ` on node ${s.node}` : ''}: wait for it to finish${s.status === 'awaiting_approval' ? ', answer its approval' : ''} or cancel it with cancel_agent_run`);
+          }
+          s.status = 'running';
+          s.lastError = null;
+          s.runner = runner;
+          s.node ??= node;
+          s.provider = config.provider;
+          s.model = model;
+          return [prompt];
+        };
+        // A new session is created with its prompt accepted, in one write.
+        const session =
+          input.session_id === undefined
+            ? await store.create({ user: user.username ?? null, provider: config.provider, model }, accept)
+            : await store.mutate(input.session_id as string, accept).catch((error) => {
+                if (error instanceof SessionNotFoundError) throw new HttpError(404, error.message);
+                throw error;
+              });
+        const id = session.session_id;
         startRun(deps, id, runner, undefined, session.updatedAt);
         if (tracing) trace({ op: 'accepted', id, message: message.slice(0, 40), seq: session.messageCount - 1, forwardedBy: via.forwardedBy ?? null });
         // messageIndex: where this prompt's messages start, so a follower (the CLI) can ask for just those.

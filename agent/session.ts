@@ -324,7 +324,11 @@ export class SessionStore {
     this.node = tables.node ?? null;
   }
 
-  async create(fields: { user: string | null; provider: string; model: string | null; session_id?: string }): Promise<Session> {
+  /**
+   * A new session: its row, with `start`'s edits and the messages it returns (a prompt accepted with the session) in
+   * the same write, as `mutate` would add them.
+   */
+  async create(fields: { user: string | null; provider: string; model: string | null; session_id?: string }, start?: HeaderChange): Promise<Session> {
     const now = Date.now();
     const header: SessionHeader = {
       session_id: fields.session_id ?? randomUUID(),
@@ -342,13 +346,32 @@ export class SessionStore {
       bytes: 2,
       title: null,
     };
-    return this.withLock(header.session_id, async (exclusive) => {
-      if (await this.tables.sessions().get(header.session_id)) throw new Error(`session ${header.session_id} already exists`);
+    const id = header.session_id;
+    return this.withLock(id, async (exclusive) => {
+      if (await this.tables.sessions().get(id)) throw new Error(`session ${id} already exists`);
+      const keyed = this.keyAdded(id, header, (await start?.(header)) ?? [], now);
       const revision = this.nextRevision();
-      await this.tables.sessions().put(header.session_id, toRow(header, revision));
-      if (exclusive) this.transcripts.remember(header.session_id, revision, header, []);
-      return { ...header, messages: [] };
+      await this.writeChange(id, keyed, toRow(header, revision), false);
+      if (tracing) trace({ op: 'create', id, exclusive, wrote: { revision, status: header.status, count: header.messageCount, runner: header.runner?.slice(-8) ?? null } });
+      if (exclusive) this.transcripts.remember(id, revision, header, keyed);
+      return { ...header, messages: keyed.map((k) => k.message) };
     });
+  }
+
+  /** Keys `added` after the header's messages and moves its count, bytes, time and title with them. */
+  private keyAdded(id: string, header: SessionHeader, added: StoredMessage[], at: number): KeyedMessage[] {
+    let seq = header.messageCount;
+    const keyed: KeyedMessage[] = [];
+    for (const m of added) {
+      const stored = plainMessage({ ...m, at: m.at ?? at });
+      header.bytes += shareOfBytes(stored, seq);
+      keyed.push({ key: messageKey(id, seq, this.tag), seq, message: stored });
+      seq++;
+    }
+    header.messageCount = seq;
+    header.updatedAt = at;
+    header.title ??= firstPrompt(added);
+    return keyed;
   }
 
   /** The session's row only: what lists, guards and the live views' headers need. */
@@ -462,18 +485,7 @@ export class SessionStore {
       }
       // A row from before AgentMessage: its transcript moves out first.
       if (legacyMessages(row!)) await this.moveLegacyTranscript(id, row!, header);
-      const at = Date.now();
-      let seq = header.messageCount;
-      const keyed: KeyedMessage[] = [];
-      for (const m of added) {
-        const stored = plainMessage({ ...m, at: m.at ?? at });
-        header.bytes += shareOfBytes(stored, seq);
-        keyed.push({ key: messageKey(id, seq, this.tag), seq, message: stored });
-        seq++;
-      }
-      header.messageCount = seq;
-      header.updatedAt = at;
-      header.title ??= firstPrompt(added);
+      const keyed = this.keyAdded(id, header, added, Date.now());
       const revision = this.nextRevision();
       const putAt = tracing ? performance.timeOrigin + performance.now() : 0;
       await this.writeChange(id, keyed, toRow(header, revision), false);

@@ -3,6 +3,7 @@
 import { expect } from 'chai';
 import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
+import { eventually } from './cluster.js';
 import { bootHarper, type TestHarper } from './harness.js';
 import { ProviderServer } from './providerServer/server.js';
 
@@ -51,9 +52,12 @@ describe('a crash in the middle of a run', function () {
     server.reset([{ toolCalls: [{ name: 'grep_files', arguments: { root: 'logs', path: 'redos.log', pattern: '^(a+)+$' } }] }]);
     const r = await h.op({ operation: 'agent_prompt', message: 'grep for trouble' });
     const id = r.body.session_id;
-    for (let i = 0; i < 100 && server.requests.length === 0; i++) await new Promise((res) => setTimeout(res, 20));
-    await new Promise((res) => setTimeout(res, 300));
-    const during = await h.op({ operation: 'get_agent_session', session_id: id });
+    // The grep is still running past SLOW_TOOL_MS (250 ms), so the call it answers is stored while it runs.
+    const during = await eventually(async () => {
+      const s = await h.op({ operation: 'get_agent_session', session_id: id });
+      expect(s.body.messages.map((m: any) => m.role)).to.deep.equal(['user', 'assistant']);
+      return s;
+    }, 10_000, 20);
     expect(during.body.status).to.equal('running');
     await h.stop('SIGKILL', true);
     h = await h.restart();

@@ -2,6 +2,7 @@
 import { expect } from 'chai';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
+import { eventually } from './cluster.js';
 import type { TestHarper } from './harness.js';
 import { providerSuite, useLocal } from './providerSuite.js';
 import { type Turn } from './providerServer/server.js';
@@ -96,8 +97,8 @@ describe('reliability under faults, load and bad input', function () {
     await useOpenAI();
     server.reset([{ toolCalls: [{ name: 'grep_files', arguments: { root: 'logs', path: 'redos.log', pattern: '^(a+)+$' } }] }, { text: 'never' }]);
     const r = await h.op({ operation: 'agent_prompt', message: 'grep' });
-    for (let i = 0; i < 100 && server.requests.length === 0; i++) await new Promise((res) => setTimeout(res, 20));
-    await new Promise((res) => setTimeout(res, 200));
+    // The grep runs past SLOW_TOOL_MS (250 ms): the call it answers is stored while it runs.
+    await eventually(async () => expect((await h.op({ operation: 'get_agent_session', session_id: r.body.session_id })).body.messages.map((m: any) => m.role)).to.deep.equal(['user', 'assistant']), 10_000, 20);
     const t0 = Date.now();
     expect((await h.op({ operation: 'cancel_agent_run', session_id: r.body.session_id })).status).to.equal(200);
     const s = await h.waitForSession(r.body.session_id);

@@ -2,6 +2,7 @@ import { expect } from 'chai';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { activeRun } from '../agent/runs.js';
+import { SLOW_TOOL_MS } from '../agent/loop.js';
 import { createOperations, HttpError } from '../agent/operations.js';
 import type { Session } from '../agent/session.js';
 import { SYSTEM_PROMPT } from '../agent/systemPrompt.js';
@@ -75,6 +76,65 @@ describe('the run loop', () => {
     expect(t!.toolCallId).to.equal(call.id);
     expect(JSON.parse(t!.content)).to.include({ content: 'one\ntwo\n', totalLines: 2, size: 8 });
     expect(s.status).to.equal('completed');
+  });
+
+  describe('writes: a prompt with its session, a tool turn with its result', () => {
+    /** The one session's stored message count, read while a tool runs. */
+    const storedCount = (h: Harness) => (JSON.parse([...h.table.rows.values()][0]!) as { messageCount: number }).messageCount;
+    const probe = (name: string, h: () => Harness, seen: number[], opts: { destructive?: boolean; ms?: number } = {}): Tool => ({
+      ...bigTool(name, () => 'ok'),
+      destructive: opts.destructive,
+      handler: async () => {
+        seen.push(storedCount(h()));
+        if (opts.ms) await new Promise((r) => setTimeout(r, opts.ms));
+        seen.push(storedCount(h()));
+        return 'ok';
+      },
+    });
+    const allowAll = { autoApprove: true };
+
+    it('a new session and its prompt are one write of the row; a tool call and its result are one more; the answer one more', async () => {
+      const seen: number[] = [];
+      let h: Harness;
+      h = harness([calls(['probe', {}]), text('done')], {}, [probe('probe', () => h, seen)]);
+      const s = await prompt(h, 'go');
+      expect(s.messages.map((m) => m.role)).to.deep.equal(['user', 'assistant', 'tool', 'assistant']);
+      expect(seen, 'the call is not stored while its quick, read-only tool runs').to.deep.equal([1, 1]);
+      expect(h.table.puts).to.equal(3);
+      expect(h.messages.puts).to.equal(4);
+    });
+
+    it('a tool that may change something has its call stored before it runs', async () => {
+      const seen: number[] = [];
+      let h: Harness;
+      h = harness([calls(['probe_write', {}]), text('done')], allowAll, [probe('probe_write', () => h, seen, { destructive: true })]);
+      const s = await prompt(h, 'go');
+      expect(s.status, s.lastError ?? '').to.equal('completed');
+      expect(seen).to.deep.equal([2, 2]);
+      expect(s.messages.map((m) => m.role)).to.deep.equal(['user', 'assistant', 'tool', 'assistant']);
+      expect(h.table.puts).to.equal(4);
+    });
+
+    it(`a tool still running after ${SLOW_TOOL_MS} ms has its call stored while it runs, and its result after it`, async () => {
+      const seen: number[] = [];
+      let h: Harness;
+      h = harness([calls(['probe', {}], ['probe', {}]), text('done')], {}, [probe('probe', () => h, seen, { ms: SLOW_TOOL_MS + 100 })]);
+      const s = await prompt(h, 'go');
+      // The first call's tool: not stored when it starts, stored once it has run past SLOW_TOOL_MS; the second finds
+      // the call stored with the first's result.
+      expect(seen).to.deep.equal([1, 2, 3, 3]);
+      expect(s.messages.map((m) => m.role)).to.deep.equal(['user', 'assistant', 'tool', 'tool', 'assistant']);
+      expect(h.table.puts).to.equal(5);
+    });
+
+    it('a pause for approval stores the held call with the pause, in one write', async () => {
+      const h = harness([calls(['probe_write', {}])], {}, [{ ...bigTool('probe_write', () => 'ok'), destructive: true }]);
+      const s = await prompt(h, 'go');
+      expect(s.status).to.equal('awaiting_approval');
+      expect(s.messages.map((m) => m.role)).to.deep.equal(['user', 'assistant']);
+      expect(s.pendingApprovals.map((a) => a.name)).to.deep.equal(['probe_write']);
+      expect(h.table.puts).to.equal(2);
+    });
   });
 
   describe('every observation is capped where it is stored', () => {
