@@ -170,7 +170,7 @@ async function runSession(deps: LoopDeps, id: string, guard: RunGuard, signal: A
     // The assistant message whose tool calls run is held, not written: it is stored with its first result, one write
     // a tool turn. A tool that may change something, or one still running after SLOW_TOOL_MS, has it stored first, so
     // followers and the record show the call before its effect; a pause for approval stores it with the pause.
-    let held: StoredMessage[] = [];
+    const held: StoredMessage[] = [];
     const hold = (message: StoredMessage) => {
       session.messages.push(message);
       held.push(message);
@@ -184,7 +184,12 @@ async function runSession(deps: LoopDeps, id: string, guard: RunGuard, signal: A
     const invokeHeld = async (call: ToolCall) => {
       if (held.length && isDestructive(deps.tools.get(call.name), call.arguments)) await write([]);
       let early: Promise<void> | undefined;
-      const slow = held.length ? setTimeout(() => (early = write([])), SLOW_TOOL_MS) : undefined;
+      const slow = held.length
+        ? setTimeout(() => {
+            early = write([]);
+            early.catch(() => undefined); // awaited below, once the tool is done; not unhandled meanwhile
+          }, SLOW_TOOL_MS)
+        : undefined;
       try {
         return await invokeTool(deps.tools, call, ctx);
       } finally {
