@@ -79,20 +79,37 @@ function renderSessions() {
   $('more-sessions').hidden = !nextCursor;
 }
 
+// Changes the stream brought while a first page was being read: the page may predate them.
+let changedWhileLoading = null;
+
 async function loadSessions(more = false) {
+  const during = new Map();
+  if (!more) changedWhileLoading = during;
   try {
     const answer = await operation({ operation: 'list_agent_sessions', limit: 50, ...(filters.title ? { title: filters.title } : {}), ...(filters.status ? { status: filters.status } : {}), ...(filters.user ? { user: filters.user } : {}), ...(more && nextCursor ? { cursor: nextCursor } : {}) });
+    if (changedWhileLoading === during) changedWhileLoading = null;
+    const shown = new Map(sessions);
     if (!more) sessions.clear();
     for (const s of answer.sessions) sessions.set(s.session_id, s);
     nextCursor = answer.nextCursor;
+    // A session that changed after the page was read (a run that ended meanwhile) keeps the row it had, cost and all.
+    for (const s of during.values()) {
+      if (sessions.get(s.session_id)?.updatedAt >= s.updatedAt) continue;
+      const row = shown.get(s.session_id);
+      if (row && row.updatedAt >= s.updatedAt) sessions.set(s.session_id, row);
+      else sessionChanged(s);
+    }
     renderSessions();
   } catch (error) {
     notice(error.message);
+  } finally {
+    if (changedWhileLoading === during) changedWhileLoading = null;
   }
 }
 
 /** A session changed: its row updated (its cost kept, and read again from the call log once a run ends). */
 function sessionChanged(s) {
+  changedWhileLoading?.set(s.session_id, s);
   const known = sessions.get(s.session_id);
   if (!matchesFilters(s)) {
     if (known) sessions.delete(s.session_id);

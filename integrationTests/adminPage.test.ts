@@ -75,6 +75,37 @@ describe('the admin page in headless Chromium', function () {
     expect(await page.locator('#last-error').isHidden()).to.equal(true);
   });
 
+  it('a run that ends while the list\'s first page is on its way stays listed, with its cost (the page predates it)', async () => {
+    // The first page is read at once but handed to the page only once the run has ended and the page has its row.
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    let heldOnce = false;
+    await page.route('**/agent/api/operation', async (route) => {
+      if (heldOnce || route.request().postDataJSON()?.operation !== 'list_agent_sessions') return route.continue();
+      heldOnce = true;
+      const response = await route.fetch();
+      // A row of the held page's own, so the test sees when the page has taken it.
+      const page1 = await response.json();
+      const at = Date.now() - 60_000;
+      page1.sessions.push({ session_id: 'held-page', title: 'the held page', user: 'admin', status: 'completed', provider: 'local', model: null, node: null, createdAt: at, updatedAt: at, lastError: null, runner: null, messageCount: 0, bytes: 2, pendingApprovals: 0, costUsd: 0 });
+      await held;
+      await route.fulfill({ response, json: page1 });
+    });
+    await open();
+    await page.waitForFunction(() => document.getElementById('connection')?.textContent === 'live');
+    const started = await suite.h.op({ operation: 'agent_prompt', message: 'summarize logs/page.log' });
+    const id = started.body.session_id as string;
+    expect((await suite.h.waitForSession(id)).status).to.equal('completed');
+    await page.waitForFunction((sid) => document.querySelector(`#sessions tr[data-id="${sid}"]`)?.textContent?.includes('completed'), id);
+    expect(heldOnce, 'the first page was held').to.equal(true);
+    release();
+    await page.waitForFunction(() => !!document.querySelector('#sessions tr[data-id="held-page"]'), undefined, { timeout: 15_000 });
+    await page.waitForFunction((sid) => !!document.querySelector(`#sessions tr[data-id="${sid}"] td.cost`)?.textContent, id, { timeout: 15_000 });
+    const cells = await page.locator(`#sessions tr[data-id="${id}"] td`).allTextContents();
+    expect([cells[2], cells[4]]).to.deep.equal(['completed', '$0.0000']);
+    await page.unroute('**/agent/api/operation');
+  });
+
   it('updates live: a tool result shows while the next model call runs; Cancel run ends it with its last error', async () => {
     await suite.h.setConfig({ provider: 'openai', baseUrl: `${suite.server.url}/v1`, apiKey: 'k', maxRetries: 0 });
     suite.server.reset([{ toolCalls: [{ name: 'read_file', arguments: { root: 'logs', path: 'page.log' } }] }, { hang: true }]);
